@@ -1,0 +1,621 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * Shared harness of the cgroup_kunit suites: module parameters, gangs of
+ * kthreads and the console oracle. See harness.h.
+ */
+
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/debug_locks.h>
+#include <linux/delay.h>
+#include <linux/jhash.h>
+#include <linux/kthread.h>
+#include <linux/moduleparam.h>
+#include <linux/random.h>
+#include <linux/sched/task.h>
+#include <linux/spinlock.h>
+#include <linux/string.h>
+#include <linux/tracepoint.h>
+#include <trace/events/printk.h>
+
+#include "harness.h"
+
+/* Slack given to workers past their time bound before the case gives up. */
+#define CGK_STOP_SLACK_MS	30000
+/* Time the workers get to reach the start barrier. */
+#define CGK_START_TIMEOUT_MS	10000
+
+/* ---- module parameters -------------------------------------------------- */
+
+static u64 seed_param;
+static u64 seed_effective;
+static unsigned int threads_param;
+static unsigned int duration_param = 1000;
+static char provoke_param[32];
+
+static const char * const cgk_provoke_names[] = { "lockdep", "kcsan", "warn" };
+
+static int seed_set(const char *val, const struct kernel_param *kp)
+{
+	u64 seed;
+
+	if (kstrtou64(val, 0, &seed)) {
+		pr_err("seed=%s: want an unsigned 64-bit number (0 picks one at random)\n",
+		       val);
+		return -EINVAL;
+	}
+	*(u64 *)kp->arg = seed;
+	return 0;
+}
+
+static int seed_get(char *buf, const struct kernel_param *kp)
+{
+	return sysfs_emit(buf, "%llu\n", *(u64 *)kp->arg);
+}
+
+static const struct kernel_param_ops seed_ops = {
+	.set = seed_set,
+	.get = seed_get,
+};
+module_param_cb(seed, &seed_ops, &seed_param, 0444);
+MODULE_PARM_DESC(seed, "PRNG seed of every case (0: pick one at random and print it)");
+
+static int threads_set(const char *val, const struct kernel_param *kp)
+{
+	unsigned int n;
+
+	if (kstrtouint(val, 0, &n) || n > CGK_MAX_THREADS) {
+		pr_err("threads=%s: want 1..%d, or 0 for each case's own list\n",
+		       val, CGK_MAX_THREADS);
+		return -EINVAL;
+	}
+	*(unsigned int *)kp->arg = n;
+	return 0;
+}
+
+static const struct kernel_param_ops threads_ops = {
+	.set = threads_set,
+	.get = param_get_uint,
+};
+module_param_cb(threads, &threads_ops, &threads_param, 0444);
+MODULE_PARM_DESC(threads, "kthreads per gang, 1..64 (0: each case's list: 8, 4, 16)");
+
+static int duration_set(const char *val, const struct kernel_param *kp)
+{
+	unsigned int ms;
+
+	if (kstrtouint(val, 0, &ms) || ms < 10 || ms > 600000) {
+		pr_err("duration_ms=%s: want 10..600000\n", val);
+		return -EINVAL;
+	}
+	*(unsigned int *)kp->arg = ms;
+	return 0;
+}
+
+static const struct kernel_param_ops duration_ops = {
+	.set = duration_set,
+	.get = param_get_uint,
+};
+module_param_cb(duration_ms, &duration_ops, &duration_param, 0444);
+MODULE_PARM_DESC(duration_ms, "time bound of each gang in ms, 10..600000 (default 1000)");
+
+static bool provoke_word_known(const char *word, size_t len)
+{
+	int i;
+
+	for (i = 0; i < ARRAY_SIZE(cgk_provoke_names); i++) {
+		if (strlen(cgk_provoke_names[i]) == len &&
+		    !strncmp(cgk_provoke_names[i], word, len))
+			return true;
+	}
+	return false;
+}
+
+static int provoke_set(const char *val, const struct kernel_param *kp)
+{
+	size_t total = strcspn(val, "\n");
+	const char *p = val, *end = val + total;
+
+	if (total >= sizeof(provoke_param))
+		goto bad;
+	while (p < end) {
+		size_t len = strcspn(p, ",\n");
+
+		if (!len || !provoke_word_known(p, len))
+			goto bad;
+		p += len;
+		if (*p == ',')
+			p++;
+	}
+	strscpy(provoke_param, val, total + 1);
+	return 0;
+bad:
+	pr_err("provoke=%s: want a comma-separated list of lockdep, kcsan, warn\n",
+	       val);
+	return -EINVAL;
+}
+
+static const struct kernel_param_ops provoke_ops = {
+	.set = provoke_set,
+	.get = param_get_string,
+};
+
+static struct kparam_string provoke_kps = {
+	.maxlen = sizeof(provoke_param),
+	.string = provoke_param,
+};
+module_param_cb(provoke, &provoke_ops, &provoke_kps, 0444);
+MODULE_PARM_DESC(provoke, "deliberately provoke reports to prove the oracle: lockdep,kcsan,warn");
+
+/**
+ * cgk_seed - the suite seed
+ *
+ * Return: the seed given as module parameter, or the one picked at random
+ * when the first suite started.
+ */
+u64 cgk_seed(void)
+{
+	return seed_effective;
+}
+
+/**
+ * cgk_duration_ms - time bound of each gang
+ *
+ * Return: the duration_ms module parameter.
+ */
+unsigned int cgk_duration_ms(void)
+{
+	return duration_param;
+}
+
+/**
+ * cgk_provoke - whether a deliberate report was asked for
+ * @what: "lockdep", "kcsan" or "warn"
+ *
+ * Return: true if @what is in the provoke module parameter.
+ */
+bool cgk_provoke(const char *what)
+{
+	size_t len = strlen(what);
+	const char *p = provoke_param;
+
+	while (*p) {
+		size_t n = strcspn(p, ",");
+
+		if (n == len && !strncmp(p, what, len))
+			return true;
+		p += n;
+		if (*p == ',')
+			p++;
+	}
+	return false;
+}
+
+/* ---- parameters: thread counts ------------------------------------------ */
+
+static const unsigned int cgk_threads_default[] = { 8, 4, 16 };
+
+/**
+ * cgk_threads_gen - KUnit parameter generator over thread counts
+ * @test: the case
+ * @prev: the previous value, NULL for the first
+ * @desc: where to write the description
+ *
+ * Yields the threads module parameter if set, else 8, 4 and 16.
+ *
+ * Return: the next thread count, or NULL after the last.
+ */
+const void *cgk_threads_gen(struct kunit *test, const void *prev, char *desc)
+{
+	const unsigned int *p = prev;
+
+	if (threads_param) {
+		if (p)
+			return NULL;
+		p = &threads_param;
+	} else {
+		p = p ? p + 1 : cgk_threads_default;
+		if (p == cgk_threads_default + ARRAY_SIZE(cgk_threads_default))
+			return NULL;
+	}
+	snprintf(desc, KUNIT_PARAM_DESC_SIZE, "%u threads", *p);
+	return p;
+}
+
+/**
+ * cgk_param_threads - the thread count of the running parameter
+ * @test: the case, run through cgk_threads_gen()
+ *
+ * Return: the number of workers the case should start.
+ */
+unsigned int cgk_param_threads(struct kunit *test)
+{
+	return *(const unsigned int *)test->param_value;
+}
+
+/* ---- gangs -------------------------------------------------------------- */
+
+/**
+ * cgk_should_stop - whether a worker must stop now (see harness.h)
+ * @w: the worker
+ *
+ * Return: true when the worker must leave its loop.
+ */
+bool cgk_should_stop(struct cgk_worker *w)
+{
+	struct cgk_gang *gang = w->gang;
+
+	if (READ_ONCE(gang->stop) || kthread_should_stop())
+		return true;
+	if (time_after(jiffies, gang->deadline))
+		return true;
+	return gang->max_iterations && w->iterations >= gang->max_iterations;
+}
+
+/**
+ * cgk_fail - record a worker's failure and stop the gang
+ * @w: the worker
+ * @fmt: printf-style description of what was wrong
+ *
+ * Only the first failure of each worker is kept; the test thread reports it
+ * through cgk_gang_report().
+ */
+void cgk_fail(struct cgk_worker *w, const char *fmt, ...)
+{
+	va_list args;
+
+	if (!w->failed) {
+		va_start(args, fmt);
+		vsnprintf(w->failure, sizeof(w->failure), fmt, args);
+		va_end(args);
+		w->failed = true;
+	}
+	WRITE_ONCE(w->gang->stop, true);
+}
+
+/**
+ * cgk_atomic_long_max - raise a running maximum
+ * @max: the maximum
+ * @val: a value seen
+ */
+void cgk_atomic_long_max(atomic_long_t *max, long val)
+{
+	long cur = atomic_long_read(max);
+
+	while (val > cur && !atomic_long_try_cmpxchg(max, &cur, val))
+		;
+}
+
+static int cgk_worker_fn(void *arg)
+{
+	struct cgk_worker *w = arg;
+	struct cgk_gang *gang = w->gang;
+
+	atomic_inc(&gang->ready);
+	wait_for_completion(&gang->go);
+	while (!cgk_should_stop(w)) {
+		gang->ops->step(w);
+		w->iterations++;
+		cond_resched();
+	}
+	if (gang->ops->fini)
+		gang->ops->fini(w);
+	if (atomic_dec_and_test(&gang->running))
+		complete(&gang->done);
+	return 0;
+}
+
+static void cgk_gang_stop(struct cgk_gang *gang)
+{
+	unsigned int i;
+
+	WRITE_ONCE(gang->stop, true);
+	complete_all(&gang->go);
+	for (i = 0; i < gang->nr; i++) {
+		struct task_struct *task = gang->workers[i].task;
+
+		if (!task)
+			continue;
+		kthread_stop_put(task);
+		gang->workers[i].task = NULL;
+	}
+}
+
+static void cgk_gang_release(void *arg)
+{
+	cgk_gang_stop(arg);
+}
+
+/**
+ * cgk_gang_create - create the workers of a gang, waiting at the barrier
+ * @test: the case; the gang is stopped when it ends, whatever happens
+ * @nr: number of workers, 1..CGK_MAX_THREADS
+ * @ops: what each worker does
+ * @data: shared data for @ops
+ *
+ * Return: the gang, or NULL after failing @test.
+ */
+struct cgk_gang *cgk_gang_create(struct kunit *test, unsigned int nr,
+				 const struct cgk_gang_ops *ops, void *data)
+{
+	struct cgk_gang *gang;
+	unsigned int i;
+	u64 seed;
+
+	if (nr < 1 || nr > CGK_MAX_THREADS) {
+		KUNIT_FAIL(test, "gang of %u workers: want 1..%d", nr, CGK_MAX_THREADS);
+		return NULL;
+	}
+	gang = kunit_kzalloc(test, struct_size(gang, workers, nr), GFP_KERNEL);
+	if (!gang) {
+		KUNIT_FAIL(test, "no memory for a gang of %u", nr);
+		return NULL;
+	}
+	gang->nr = nr;
+	gang->test = test;
+	gang->ops = ops;
+	gang->data = data;
+	gang->duration_ms = cgk_duration_ms();
+	init_completion(&gang->go);
+	init_completion(&gang->done);
+	atomic_set(&gang->running, nr);
+
+	/* The same case and parameter get the same streams for a given seed. */
+	seed = cgk_seed();
+	seed ^= (u64)jhash(test->name, strlen(test->name), test->param_index) << 32;
+	gang->seed = seed;
+
+	if (kunit_add_action_or_reset(test, cgk_gang_release, gang))
+		return NULL;
+
+	for (i = 0; i < nr; i++) {
+		struct cgk_worker *w = &gang->workers[i];
+		struct task_struct *task;
+
+		w->gang = gang;
+		w->index = i;
+		prandom_seed_state(&w->rnd, seed + i * 0x9e3779b97f4a7c15ULL);
+		task = kthread_create(cgk_worker_fn, w, "cgk-%u", i);
+		if (IS_ERR(task)) {
+			KUNIT_FAIL(test, "kthread_create of worker %u: %pe", i, task);
+			/* Workers not created never run: let the others finish. */
+			atomic_sub(nr - i, &gang->running);
+			WRITE_ONCE(gang->stop, true);
+			return NULL;
+		}
+		get_task_struct(task);
+		w->task = task;
+		wake_up_process(task);
+	}
+	return gang;
+}
+
+static bool cgk_gang_ready(void *arg)
+{
+	struct cgk_gang *gang = arg;
+
+	return atomic_read(&gang->ready) == gang->nr;
+}
+
+/**
+ * cgk_gang_run - release the workers and wait until they all stopped
+ * @gang: a gang from cgk_gang_create()
+ *
+ * Prints the seed, thread count and time bound as a KTAP diagnostic so the
+ * case can be replayed with the same parameters.
+ */
+void cgk_gang_run(struct cgk_gang *gang)
+{
+	struct kunit *test = gang->test;
+	unsigned long timeout;
+
+	kunit_info(test, "cgroup_kunit: seed=%llu threads=%u duration_ms=%u\n",
+		   cgk_seed(), gang->nr, gang->duration_ms);
+
+	if (!cgk_wait_for(cgk_gang_ready, gang, CGK_START_TIMEOUT_MS))
+		KUNIT_FAIL(test, "only %d of %u workers reached the start barrier in %d ms",
+			   atomic_read(&gang->ready), gang->nr, CGK_START_TIMEOUT_MS);
+
+	gang->deadline = jiffies + msecs_to_jiffies(gang->duration_ms);
+	gang->started = true;
+	complete_all(&gang->go);
+
+	timeout = msecs_to_jiffies(gang->duration_ms + CGK_STOP_SLACK_MS);
+	if (!wait_for_completion_timeout(&gang->done, timeout))
+		KUNIT_FAIL(test, "%d of %u workers still running %d ms past their time bound",
+			   atomic_read(&gang->running), gang->nr, CGK_STOP_SLACK_MS);
+	cgk_gang_stop(gang);
+}
+
+/**
+ * cgk_gang_report - fail the case for every worker that recorded a failure
+ * @gang: a gang that has run
+ *
+ * Return: true if no worker failed.
+ */
+bool cgk_gang_report(struct cgk_gang *gang)
+{
+	bool ok = true;
+	unsigned int i;
+
+	for (i = 0; i < gang->nr; i++) {
+		struct cgk_worker *w = &gang->workers[i];
+
+		if (w->failed) {
+			KUNIT_FAIL(gang->test, "worker %u: %s", i, w->failure);
+			ok = false;
+		}
+	}
+	return ok;
+}
+
+/**
+ * cgk_gang_iterations - total steps made by the workers
+ * @gang: a gang that has run
+ *
+ * Return: the sum of the workers' iterations.
+ */
+unsigned long cgk_gang_iterations(struct cgk_gang *gang)
+{
+	unsigned long sum = 0;
+	unsigned int i;
+
+	for (i = 0; i < gang->nr; i++)
+		sum += gang->workers[i].iterations;
+	return sum;
+}
+
+/**
+ * cgk_wait_for - poll for a condition met by asynchronous work
+ * @cond: the condition
+ * @arg: its argument
+ * @timeout_ms: how long to wait at most
+ *
+ * Return: true if @cond became true within @timeout_ms.
+ */
+bool cgk_wait_for(bool (*cond)(void *arg), void *arg, unsigned int timeout_ms)
+{
+	unsigned long end = jiffies + msecs_to_jiffies(timeout_ms);
+
+	for (;;) {
+		if (cond(arg))
+			return true;
+		if (time_after(jiffies, end))
+			return false;
+		fsleep(5 * USEC_PER_MSEC);
+	}
+}
+
+/* ---- oracle ------------------------------------------------------------- */
+
+static const struct {
+	const char *title;
+	const char *kind;
+} cgk_reports[] = {
+	{ "BUG: KCSAN: ", "KCSAN" },
+	{ "BUG: KASAN: ", "KASAN" },
+	{ "refcount_t: ", "refcount_t" },
+	{ "WARNING: possible ", "lockdep" },
+	{ "WARNING: inconsistent lock state", "lockdep" },
+	{ "WARNING: bad unlock balance", "lockdep" },
+	{ "WARNING: held lock freed", "lockdep" },
+	{ "WARNING: lock held when returning", "lockdep" },
+	{ "WARNING: suspicious RCU usage", "lockdep" },
+	{ "WARNING: ", "WARNING" },
+	{ "BUG: ", "BUG" },
+	{ "kernel BUG at ", "BUG" },
+	{ "Oops: ", "Oops" },
+};
+
+static struct {
+	spinlock_t lock;	/* guards the fields below */
+	bool armed;
+	unsigned int reports;
+	const char *kind;
+	char title[CGK_FAILURE_LEN];
+	int debug_locks_before;
+} cgk_oracle = {
+	.lock = __SPIN_LOCK_UNLOCKED(cgk_oracle.lock),
+};
+
+/* Called for every console line: must not print and must not sleep. */
+__no_kcsan
+static void cgk_probe_console(void *ignore, const char *buf, size_t len)
+{
+	unsigned long flags;
+	int i;
+
+	while (len && (*buf == ' ' || *buf == '\t')) {
+		buf++;
+		len--;
+	}
+	for (i = 0; i < ARRAY_SIZE(cgk_reports); i++) {
+		size_t tlen = strlen(cgk_reports[i].title);
+
+		if (len >= tlen && !memcmp(buf, cgk_reports[i].title, tlen))
+			break;
+	}
+	if (i == ARRAY_SIZE(cgk_reports))
+		return;
+
+	spin_lock_irqsave(&cgk_oracle.lock, flags);
+	if (cgk_oracle.armed && !cgk_oracle.reports++) {
+		cgk_oracle.kind = cgk_reports[i].kind;
+		strscpy(cgk_oracle.title, buf,
+			min(len + 1, sizeof(cgk_oracle.title)));
+	}
+	spin_unlock_irqrestore(&cgk_oracle.lock, flags);
+}
+
+/**
+ * cgk_suite_init - .suite_init of every cgroup_kunit suite
+ * @suite: the suite
+ *
+ * Picks the seed if none was given and attaches the oracle to the console.
+ *
+ * Return: 0 or a negative error.
+ */
+int cgk_suite_init(struct kunit_suite *suite)
+{
+	if (!seed_effective)
+		seed_effective = seed_param ? seed_param : get_random_u64() >> 1 ?: 1;
+	return register_trace_console(cgk_probe_console, NULL);
+}
+
+/**
+ * cgk_suite_exit - .suite_exit of every cgroup_kunit suite
+ * @suite: the suite
+ */
+void cgk_suite_exit(struct kunit_suite *suite)
+{
+	unregister_trace_console(cgk_probe_console, NULL);
+	tracepoint_synchronize_unregister();
+}
+
+/**
+ * cgk_case_init - .init of every cgroup_kunit suite: arm the oracle
+ * @test: the case about to run
+ *
+ * Return: 0.
+ */
+int cgk_case_init(struct kunit *test)
+{
+	spin_lock_irq(&cgk_oracle.lock);
+	cgk_oracle.armed = true;
+	cgk_oracle.reports = 0;
+	cgk_oracle.kind = NULL;
+	cgk_oracle.title[0] = '\0';
+	cgk_oracle.debug_locks_before = READ_ONCE(debug_locks);
+	spin_unlock_irq(&cgk_oracle.lock);
+
+	if (IS_ENABLED(CONFIG_LOCKDEP) && !cgk_oracle.debug_locks_before)
+		kunit_info(test, "lockdep turned itself off earlier in this boot: not checking this case with it\n");
+	return 0;
+}
+
+/**
+ * cgk_case_exit - .exit of every cgroup_kunit suite: check the oracle
+ * @test: the case that ran
+ *
+ * Fails @test if a report was printed while it ran, quoting the first one,
+ * or if lockdep turned itself off meanwhile.
+ */
+void cgk_case_exit(struct kunit *test)
+{
+	char title[CGK_FAILURE_LEN];
+	unsigned int reports;
+	const char *kind;
+
+	spin_lock_irq(&cgk_oracle.lock);
+	cgk_oracle.armed = false;
+	reports = cgk_oracle.reports;
+	kind = cgk_oracle.kind;
+	strscpy(title, cgk_oracle.title);
+	spin_unlock_irq(&cgk_oracle.lock);
+
+	if (reports)
+		KUNIT_FAIL(test, "oracle: %s report while the case ran: %s",
+			   kind, title);
+	else if (cgk_oracle.debug_locks_before && !READ_ONCE(debug_locks))
+		KUNIT_FAIL(test, "oracle: lockdep turned itself off while the case ran");
+}
