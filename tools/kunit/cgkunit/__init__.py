@@ -1,0 +1,1 @@
+"""cgkunit: drive the cgroup KUnit suite from base source to report."""

@@ -1,0 +1,170 @@
+"""Command line: python3 tools/kunit/cgkunit.py <command> [options]."""
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import NoReturn, Sequence
+
+from . import check as checks
+from . import deps, pipeline
+from .common import DriverError, build_root, find_repo_root, one_line, read_json, say
+from .fetch import fetch_base
+from .profile import list_profiles, load_profile, results_dir
+from .report import (EXIT_ERROR, EXIT_HELP, Report, build_report, exit_code, format_summary,
+                     write_summary)
+from .run import read_exec_info
+
+DESCRIPTION = """Drive the cgroup KUnit suite: fetch the pinned base, prepare a git tree
+(base + kernel/series + the suite), build a profile with the tree's own kunit.py,
+boot it under a watchdog and report tests, splats and seeds."""
+ENV_HELP = """environment: KERNEL_SRC, KERNEL_REF, KERNEL_ARGS, FILTER (defaults of the
+options), CGKUNIT_BUILD (build root), CGKUNIT_APT_MIRROR (Debian mirror),
+CGKUNIT_ACCEL=auto|kvm|tcg (QEMU accelerator for x86_64 profiles)."""
+
+
+class Parser(argparse.ArgumentParser):
+    """ArgumentParser whose errors are one line and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"cgkunit: error: {one_line(message)}", file=sys.stderr)
+        sys.exit(EXIT_ERROR)
+
+
+def _tree_opts(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--kernel-src", default=os.environ.get("KERNEL_SRC") or None, metavar="PATH",
+                   help="your own Linux git tree instead of the Debian base (default $KERNEL_SRC); "
+                        "it is only read, never modified")
+    p.add_argument("--kernel-ref", default=os.environ.get("KERNEL_REF") or "HEAD", metavar="REF",
+                   help="commit of --kernel-src to use (default $KERNEL_REF or HEAD)")
+
+
+def make_parser() -> Parser:
+    parser = Parser(prog="cgkunit", description=DESCRIPTION, epilog=EXIT_HELP + "\n\n" + ENV_HELP,
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--build-dir", metavar="DIR",
+                        help="build root (default $CGKUNIT_BUILD or <repo>/build)")
+    sub = parser.add_subparsers(dest="command", metavar="command", required=True)
+    sub.add_parser("deps", help="install missing Debian build dependencies (as root)")
+    sub.add_parser("fetch", help="download, verify and unpack the pinned base source")
+    p = sub.add_parser("prepare", help="prepare the git tree (base + series + suite)")
+    _tree_opts(p)
+    p = sub.add_parser("build", help="prepare and build one profile")
+    p.add_argument("--profile", required=True)
+    p.add_argument("--jobs", type=int, metavar="N")
+    _tree_opts(p)
+    p = sub.add_parser("module", help="build the suite as a module (cgroup_kunit.ko)")
+    p.add_argument("--profile", required=True)
+    p.add_argument("--jobs", type=int, metavar="N")
+    _tree_opts(p)
+    p = sub.add_parser("run", help="prepare, build, boot, report (exit status below)",
+                       epilog=EXIT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--profile", required=True)
+    p.add_argument("--kernel-args", default=os.environ.get("KERNEL_ARGS", ""), metavar='"A=B C=D"',
+                   help="extra kernel command line, e.g. cgroup_kunit.seed=123 (default $KERNEL_ARGS)")
+    p.add_argument("--filter", default=os.environ.get("FILTER", ""), metavar="GLOB",
+                   help="KUnit filter glob, e.g. 'suite.case*' (default $FILTER)")
+    p.add_argument("--no-build", action="store_true", help="boot the kernel built last time")
+    p.add_argument("--jobs", type=int, metavar="N")
+    p.add_argument("--verbose", action="store_true", help="echo the console while it runs")
+    _tree_opts(p)
+    p = sub.add_parser("check", help="prove the oracle: runs that must fail as expected")
+    p.add_argument("--only", metavar="NAME", help="run just this check")
+    p.add_argument("--list", action="store_true", help="list the checks and exit")
+    _tree_opts(p)
+    p = sub.add_parser("report", help="re-print the report of an earlier run")
+    p.add_argument("--profile", required=True)
+    p.add_argument("--variant", default="",
+                   help="results of a variant or check run (e.g. check-oracle-lockdep)")
+    sub.add_parser("profiles", help="list the profiles")
+    return parser
+
+
+def _split_args(text: str) -> list[str]:
+    try:
+        return shlex.split(text)
+    except ValueError as e:
+        raise DriverError(f"bad --kernel-args {text!r}: {e}") from None
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    """Run one command; DriverError propagates."""
+    if args.command == "deps":
+        deps.ensure_deps()
+        return 0
+    repo = find_repo_root()
+    build = build_root(repo, args.build_dir)
+    if args.command == "fetch":
+        base = fetch_base(repo, build)
+        print(base.path)
+        return 0
+    if args.command == "prepare":
+        tree, label = pipeline.prepare(repo, build, args.kernel_src, args.kernel_ref)
+        print(tree.path)
+        return 0
+    if args.command == "build":
+        pipeline.build_profile(repo, build, args.profile, args.kernel_src, args.kernel_ref, args.jobs)
+        return 0
+    if args.command == "module":
+        for ko in pipeline.build_module(repo, build, args.profile, args.kernel_src,
+                                        args.kernel_ref, args.jobs):
+            print(ko)
+        return 0
+    if args.command == "run":
+        opts = pipeline.RunOptions(profile=args.profile, kernel_args=_split_args(args.kernel_args),
+                                   filter_glob=args.filter, no_build=args.no_build,
+                                   kernel_src=args.kernel_src, kernel_ref=args.kernel_ref,
+                                   echo=args.verbose, jobs=args.jobs)
+        return exit_code(pipeline.run_profile(repo, build, opts).status)
+    if args.command == "check":
+        found = checks.load_checks(repo)
+        if args.list:
+            for c in found:
+                print(f"{c.name}\t{c.profile}\t{' '.join(c.kernel_args)}")
+            return 0
+
+        def runner(c: checks.Check) -> Report:
+            return pipeline.run_profile(repo, build, pipeline.RunOptions(
+                profile=c.profile, kernel_args=list(c.kernel_args), filter_glob=c.filter,
+                kernel_src=args.kernel_src, kernel_ref=args.kernel_ref,
+                extra_patches=[Path(p) for p in c.extra_patches], results_tag=f"check-{c.name}"))
+        code, table = checks.run_checks(found, runner, args.only)
+        print(table, end="")
+        return code
+    if args.command == "report":
+        load_profile(repo, args.profile)
+        results = results_dir(build, args.profile, args.variant)
+        console = results / "console.log"
+        if not console.is_file():
+            raise DriverError(f"no console log at {console}; run the profile first")
+        info = read_exec_info(results)
+        old = read_json(results / "summary.json")
+        old = old if isinstance(old, dict) else {}
+        report = build_report(console, str(info.get("verdict", "completed")), profile=args.profile,
+                              tree=str(old.get("tree", "")), base=str(old.get("base", "")),
+                              elapsed=float(str(info.get("elapsed", 0.0))))
+        report.replay_target = pipeline.replay_target(repo, args.profile)
+        write_summary(report, results)
+        print(format_summary(report), end="")
+        return exit_code(report.status)
+    if args.command == "profiles":
+        for name in list_profiles(repo):
+            prof = load_profile(repo, name)
+            print(f"{name}\t{prof.arch}\t{prof.description}")
+        return 0
+    raise DriverError(f"unknown command {args.command}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse argv, run, map errors to exit status 2."""
+    args = make_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    try:
+        return dispatch(args)
+    except DriverError as e:
+        print(f"cgkunit: error: {e.reason}", file=sys.stderr, flush=True)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        say("interrupted")
+        return 130

@@ -1,0 +1,310 @@
+"""Fetch the pinned Debian kernel source package and unpack it once."""
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+from .common import (DriverError, Heartbeat, read_json, run_cmd, run_logged, say, sha256_file,
+                     write_json)
+
+KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
+DEBIAN_SUITES = frozenset({
+    "buster", "bullseye", "bookworm", "trixie", "forky", "duke", "sid",
+    "stable", "testing", "unstable", "oldstable", "oldoldstable", "experimental",
+})
+REQUIRED_KEYS = ("package", "version", "suite", "sha256", "tarball")
+
+
+@dataclass(frozen=True)
+class BaseSpec:
+    """The pin from kernel/BASE."""
+    package: str
+    version: str
+    suite: str
+    sha256: str
+    tarball: str
+
+
+@dataclass(frozen=True)
+class BaseSource:
+    """An unpacked base source tree."""
+    path: Path
+    package: str
+    version: str
+    sha256: str
+    pinned: bool
+
+    @property
+    def id(self) -> str:
+        return f"debian:{self.package}={self.version}:{self.sha256}"
+
+
+def parse_base(path: Path) -> BaseSpec:
+    """Parse kernel/BASE (key=value lines, '#' comments)."""
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise DriverError(f"cannot read {path}: {e.strerror}") from None
+    values: dict[str, str] = {}
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not key or not value:
+            raise DriverError(f"{path}:{n}: expected key=value, got {line!r}")
+        if key in values:
+            raise DriverError(f"{path}:{n}: duplicate key {key!r}")
+        values[key] = value
+    missing = [k for k in REQUIRED_KEYS if k not in values]
+    if missing:
+        raise DriverError(f"{path}: missing {', '.join(missing)}")
+    if not re.fullmatch(r"[0-9a-f]{64}", values["sha256"].lower()):
+        raise DriverError(f"{path}: sha256 is not 64 hex digits")
+    return BaseSpec(package=values["package"], version=values["version"],
+                    suite=values["suite"], sha256=values["sha256"].lower(),
+                    tarball=values["tarball"].removeprefix("./"))
+
+
+# --- mirror discovery -------------------------------------------------------
+
+def _suite_is_debian(suite: str) -> bool:
+    return suite.split("-")[0] in DEBIAN_SUITES and not suite.endswith("-security")
+
+
+def parse_deb822(text: str) -> list[dict[str, str]]:
+    """Stanzas of a deb822 file as lower-cased key -> value."""
+    stanzas: list[dict[str, str]] = []
+    cur: dict[str, str] = {}
+    key = ""
+    for raw in text.splitlines() + [""]:
+        if raw.startswith("#"):
+            continue
+        if not raw.strip():
+            if cur:
+                stanzas.append(cur)
+            cur, key = {}, ""
+        elif raw[0] in " \t":
+            if key:
+                cur[key] += "\n" + raw.strip()
+        elif ":" in raw:
+            k, _, v = raw.partition(":")
+            key = k.strip().lower()
+            cur[key] = v.strip()
+    return stanzas
+
+
+def _mirror_from_deb822(text: str) -> str | None:
+    for st in parse_deb822(text):
+        if "deb" not in st.get("types", "").split() or st.get("enabled", "yes").lower() == "no":
+            continue
+        uris = st.get("uris", "").split()
+        suites = st.get("suites", "").split()
+        if not uris or not suites or all(s.endswith("-security") for s in suites):
+            continue
+        if "debian" in st.get("signed-by", "").lower() or any(_suite_is_debian(s) for s in suites):
+            return uris[0]
+    return None
+
+
+def _mirror_from_one_line(text: str) -> str | None:
+    for raw in text.splitlines():
+        tokens = raw.split("#", 1)[0].split()
+        if len(tokens) < 3 or tokens[0] != "deb":
+            continue
+        rest = tokens[1:]
+        if rest[0].startswith("["):
+            while rest and not rest[0].endswith("]"):
+                rest = rest[1:]
+            rest = rest[1:]
+        if len(rest) < 2:
+            continue
+        uri, suite = rest[0], rest[1]
+        if suite.endswith("-security"):
+            continue
+        if _suite_is_debian(suite) or "debian" in uri:
+            return uri
+    return None
+
+
+def find_mirror(env: Mapping[str, str] | None = None, etc_apt: Path = Path("/etc/apt")) -> str:
+    """The Debian mirror URI: $CGKUNIT_APT_MIRROR, else the system's apt sources."""
+    env = os.environ if env is None else env
+    if env.get("CGKUNIT_APT_MIRROR"):
+        return env["CGKUNIT_APT_MIRROR"].rstrip("/")
+    parts = etc_apt / "sources.list.d"
+    candidates: list[tuple[Path, bool]] = [(p, True) for p in sorted(parts.glob("*.sources"))]
+    candidates.append((etc_apt / "sources.list", False))
+    candidates += [(p, False) for p in sorted(parts.glob("*.list"))]
+    for path, deb822 in candidates:
+        try:
+            text = path.read_text()
+        except OSError:
+            continue
+        uri = _mirror_from_deb822(text) if deb822 else _mirror_from_one_line(text)
+        if uri:
+            return uri.rstrip("/")
+    raise DriverError("no Debian mirror found in /etc/apt; set CGKUNIT_APT_MIRROR")
+
+
+# --- private apt ------------------------------------------------------------
+
+def setup_apt(base_dir: Path, mirror: str, suite: str, keyring: Path | None = None) -> Path:
+    """Create the private apt tree under <base_dir>/apt and return it."""
+    keyring = keyring or KEYRING
+    if not keyring.is_file():
+        raise DriverError(f"missing {keyring} (apt-get install debian-archive-keyring)")
+    apt = base_dir / "apt"
+    for d in ("sources", "lists/partial", "cache/archives/partial"):
+        (apt / d).mkdir(parents=True, exist_ok=True)
+    (apt / "sources" / "cgkunit.sources").write_text(
+        f"Types: deb\nURIs: {mirror}\nSuites: {suite}\nComponents: main\nSigned-By: {keyring}\n")
+    return apt
+
+
+def apt_options(apt: Path) -> list[str]:
+    """-o options pointing apt at the private tree only."""
+    opts = ["-o", "Dir::Etc::SourceList=/dev/null",
+            "-o", f"Dir::Etc::SourceParts={apt / 'sources'}",
+            "-o", f"Dir::State::Lists={apt / 'lists'}",
+            "-o", f"Dir::Cache={apt / 'cache'}"]
+    if os.geteuid() == 0:
+        opts += ["-o", "APT::Sandbox::User=root"]
+    return opts
+
+
+def parse_policy(text: str) -> tuple[str | None, list[str]]:
+    """(candidate, versions in the version table) from `apt-cache policy`."""
+    candidate: str | None = None
+    versions: list[str] = []
+    in_table = False
+    for line in text.splitlines():
+        s = line.strip()
+        if s.startswith("Candidate:"):
+            c = s.split(":", 1)[1].strip()
+            candidate = None if c == "(none)" else c
+        elif s.startswith("Version table:"):
+            in_table = True
+        elif in_table:
+            m = re.fullmatch(r"(?:\*\*\*\s+)?(\S+)\s+-?\d+", s)
+            if m:
+                versions.append(m.group(1))
+    return candidate, versions
+
+
+def deb_path(base_dir: Path, package: str, version: str) -> Path | None:
+    """The downloaded .deb for package=version, if present."""
+    quoted = version.replace(":", "%3a")
+    hits = sorted(glob.glob(str(base_dir / f"{glob.escape(package)}_{glob.escape(quoted)}_*.deb")))
+    return Path(hits[0]) if hits else None
+
+
+def stamp_path(base_dir: Path, version: str) -> Path:
+    return base_dir / "src" / f"{version}.json"
+
+
+def verify_deb(deb: Path, expected: str) -> str:
+    """Check the sha256 of deb; on mismatch delete it and raise."""
+    got = sha256_file(deb)
+    if got != expected.lower():
+        deb.unlink(missing_ok=True)
+        raise DriverError(f"checksum mismatch for {deb.name}: expected {expected}, got {got}")
+    return got
+
+
+def cached_base(base_dir: Path, package: str, version: str) -> BaseSource | None:
+    """The unpacked base when its stamp and .deb are present and match."""
+    stamp = read_json(stamp_path(base_dir, version))
+    deb = deb_path(base_dir, package, version)
+    src = base_dir / "src" / version
+    if not isinstance(stamp, dict) or deb is None or not src.is_dir():
+        return None
+    st = deb.stat()
+    if (stamp.get("package"), stamp.get("version")) != (package, version) or \
+            (stamp.get("deb_size"), stamp.get("deb_mtime_ns")) != (st.st_size, st.st_mtime_ns):
+        return None
+    return BaseSource(path=src, package=package, version=version,
+                      sha256=str(stamp.get("sha256")), pinned=bool(stamp.get("pinned")))
+
+
+def unpack(deb: Path, tarball: str, base_dir: Path, package: str, version: str,
+           sha256: str, pinned: bool) -> BaseSource:
+    """Extract the tarball from the .deb and unpack it into src/<version>."""
+    src_root = base_dir / "src"
+    src_root.mkdir(parents=True, exist_ok=True)
+    for stale in src_root.glob(".tmp-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    stamp_path(base_dir, version).unlink(missing_ok=True)
+    final = src_root / version
+    tmp = Path(tempfile.mkdtemp(dir=src_root, prefix=f".tmp-{version}-"))
+    try:
+        say(f"extracting {tarball} from {deb.name}")
+        run_cmd(["dpkg-deb", "-x", str(deb), str(tmp / "deb")])
+        tar = tmp / "deb" / tarball
+        if not tar.is_file():
+            raise DriverError(f"{deb.name} does not contain {tarball}")
+        out = tmp / "src"
+        out.mkdir()
+        rc, secs = run_logged(["tar", "-xf", str(tar), "-C", str(out), "--strip-components=1"],
+                              base_dir / "unpack.log", "unpacking the base source")
+        if rc != 0:
+            raise DriverError(f"unpacking {tar.name} failed; see {base_dir / 'unpack.log'}")
+        say(f"unpacked {package} {version} in {secs:.0f}s")
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(out, final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    st = deb.stat()
+    write_json(stamp_path(base_dir, version), {
+        "package": package, "version": version, "sha256": sha256, "pinned": pinned,
+        "deb": deb.name, "deb_size": st.st_size, "deb_mtime_ns": st.st_mtime_ns})
+    return BaseSource(path=final, package=package, version=version, sha256=sha256, pinned=pinned)
+
+
+def fetch_base(repo: Path, build: Path, env: Mapping[str, str] | None = None) -> BaseSource:
+    """Make <build>/base/src/<version> hold the base source; network only when needed."""
+    spec = parse_base(repo / "kernel" / "BASE")
+    base_dir = build / "base"
+    base_dir.mkdir(parents=True, exist_ok=True)
+    cached = cached_base(base_dir, spec.package, spec.version)
+    if cached is not None and cached.sha256 == spec.sha256:
+        say(f"base {spec.package} {spec.version} already unpacked")
+        return cached
+    mirror = find_mirror(env)
+    opts = apt_options(setup_apt(base_dir, mirror, spec.suite))
+    say(f"apt-get update for {spec.suite} from {mirror}")
+    run_cmd(["apt-get", *opts, "update"])
+    candidate, versions = parse_policy(run_cmd(["apt-cache", *opts, "policy", spec.package]).stdout)
+    if spec.version in versions:
+        version, pinned = spec.version, True
+    elif candidate:
+        version, pinned = candidate, False
+        say(f"WARNING: pinned {spec.package} {spec.version} is gone from {spec.suite}; "
+            f"using newest {candidate}")
+        cached = cached_base(base_dir, spec.package, version)
+        if cached is not None:
+            return cached
+    else:
+        raise DriverError(f"{spec.package} is not available from {mirror} {spec.suite}")
+    deb = deb_path(base_dir, spec.package, version)
+    if deb is None:
+        say(f"downloading {spec.package} {version}")
+        with Heartbeat(f"downloading {spec.package}"):
+            run_cmd(["apt-get", *opts, "download", f"{spec.package}={version}"], cwd=base_dir)
+        deb = deb_path(base_dir, spec.package, version)
+        if deb is None:
+            raise DriverError(f"apt-get download left no {spec.package}_{version}_*.deb in {base_dir}")
+    if pinned:
+        digest = verify_deb(deb, spec.sha256)
+    else:
+        digest = sha256_file(deb)
+        say(f"unpinned {deb.name} has sha256 {digest}")
+    return unpack(deb, spec.tarball, base_dir, spec.package, version, digest, pinned)

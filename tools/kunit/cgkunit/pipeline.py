@@ -1,0 +1,117 @@
+"""The one-way flow: base -> tree -> build -> boot -> parse -> report."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import profile as profiles
+from .common import DriverError, say
+from .fetch import BaseSource, fetch_base
+from .report import Report, build_report, format_summary, write_summary
+from .run import build, exec_tests, kernel_image, kunit_parse
+from .tree import PreparedTree, prepare_tree
+
+
+@dataclass
+class RunOptions:
+    """What one `run` (or one check) asks for."""
+    profile: str
+    kernel_args: list[str] = field(default_factory=list)
+    filter_glob: str = ""
+    no_build: bool = False
+    kernel_src: str | None = None
+    kernel_ref: str = "HEAD"
+    extra_patches: list[Path] = field(default_factory=list)
+    echo: bool = False
+    jobs: int | None = None
+    results_tag: str = ""
+
+
+def base_label(base: BaseSource | None, tree: PreparedTree, kernel_src: str | None) -> str:
+    """Human description of the base the tree was made from."""
+    if base is None:
+        return f"KERNEL_SRC {kernel_src} @ {tree.base_commit[:12]}"
+    pin = "pinned" if base.pinned else f"UNPINNED fallback, sha256 {base.sha256}"
+    return f"{base.package} {base.version} ({pin})"
+
+
+def prepare(repo: Path, build_root: Path, kernel_src: str | None, kernel_ref: str = "HEAD",
+            extra_patches: list[Path] | None = None) -> tuple[PreparedTree, str]:
+    """Fetch (unless KERNEL_SRC) and prepare the tree; (tree, base label)."""
+    base = None if kernel_src else fetch_base(repo, build_root)
+    tree = prepare_tree(repo, build_root, base, kernel_src, kernel_ref, extra_patches or [])
+    say(f"tree {tree.path} at {tree.head_commit[:12]}"
+        + (f" (variant {tree.variant})" if tree.variant else ""))
+    return tree, base_label(base, tree, kernel_src)
+
+
+def build_profile(repo: Path, build_root: Path, name: str, kernel_src: str | None,
+                  kernel_ref: str = "HEAD", jobs: int | None = None) -> None:
+    """fetch + prepare + build for one profile."""
+    prof = profiles.load_profile(repo, name)
+    tree, _ = prepare(repo, build_root, kernel_src, kernel_ref)
+    build(tree.path, prof, repo, build_root, jobs)
+
+
+MODULE_KCONFIG = ("CONFIG_MODULES=y", "CONFIG_CGROUP_KUNIT_TEST=m")
+
+
+def build_module(repo: Path, build_root: Path, name: str, kernel_src: str | None,
+                 kernel_ref: str = "HEAD", jobs: int | None = None) -> list[Path]:
+    """Build the suite as a module (own build dir <build>/out/<profile>-module); the .ko files."""
+    prof = profiles.load_profile(repo, name)
+    tree, _ = prepare(repo, build_root, kernel_src, kernel_ref)
+    out = build_root / "out" / f"{prof.name}-module"
+    build(tree.path, prof, repo, build_root, jobs, out=out, kconfig_add=MODULE_KCONFIG)
+    modules = sorted((out / "lib" / "kunit-cgroup").glob("*.ko"))
+    if not modules:
+        raise DriverError(f"module build of {prof.name} produced no .ko in {out / 'lib/kunit-cgroup'}")
+    return modules
+
+
+def replay_target(repo: Path, profile: str) -> str:
+    """The make target that runs just this profile (read from the Makefile), else cgkunit.py."""
+    recipes: dict[str, list[str]] = {}
+    target = ""
+    try:
+        lines = (repo / "Makefile").read_text().splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        m = re.match(r"^([A-Za-z0-9_.-]+):", line)
+        if m:
+            target = m.group(1)
+            recipes.setdefault(target, [])
+        elif line.startswith("\t") and target and re.search(r"\brun --profile ", line):
+            recipes[target].append(line)
+    for name, runs in recipes.items():
+        if len(runs) == 1 and re.search(rf"\brun --profile {re.escape(profile)}(\s|$)", runs[0]):
+            return f"make {name}"
+    return f"python3 tools/kunit/cgkunit.py run --profile {profile}"
+
+
+def run_profile(repo: Path, build_root: Path, opts: RunOptions) -> Report:
+    """fetch + prepare + build + exec + parse + report; prints the summary."""
+    prof = profiles.load_profile(repo, opts.profile)
+    tree, base = prepare(repo, build_root, opts.kernel_src, opts.kernel_ref, opts.extra_patches)
+    if not opts.no_build:
+        build(tree.path, prof, repo, build_root, opts.jobs)
+    image = kernel_image(build_root, prof)
+    if not image.is_file():
+        raise DriverError(f"no kernel built for {prof.name} ({image} missing); run without --no-build")
+    shim = None
+    if prof.arch == "x86_64":
+        accel, _ = profiles.choose_accel(image, build_root)
+        shim = profiles.make_shim(build_root, accel)
+    results = profiles.results_dir(build_root, prof.name, opts.results_tag or tree.variant)
+    ex = exec_tests(tree.path, prof, repo, build_root, results, opts.kernel_args,
+                    opts.filter_glob, shim=shim, echo=opts.echo)
+    kunit_parse(tree.path, results)
+    report = build_report(ex.console_log, ex.verdict, profile=prof.name,
+                          tree=f"{tree.path} @ {tree.head_commit[:12]}", base=base,
+                          elapsed=ex.elapsed)
+    report.replay_target = replay_target(repo, prof.name)
+    write_summary(report, results)
+    print(format_summary(report), end="", flush=True)
+    return report

@@ -1,0 +1,219 @@
+"""Test profiles (kconfig fragments with #@ metadata) and the QEMU accel choice."""
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+from .common import DriverError, read_json, say, write_json
+
+PROFILES_DIR = Path("tools") / "kunit" / "profiles"
+ARCHES = ("um", "x86_64")
+ACCEL_MODES = ("auto", "kvm", "tcg")
+QEMU = "qemu-system-x86_64"
+KNOWN_KEYS = ("arch", "kernel_args", "qemu_smp", "boot_timeout", "timeout", "description")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One test configuration."""
+    name: str
+    arch: str
+    fragment: Path
+    kernel_args: list[str] = field(default_factory=list)
+    qemu_smp: int | None = None
+    boot_timeout: int = 120
+    timeout: int = 900
+    description: str = ""
+
+
+def list_profiles(repo: Path) -> list[str]:
+    """Names of the profiles in tools/kunit/profiles."""
+    return sorted(p.stem for p in (repo / PROFILES_DIR).glob("*.config"))
+
+
+def _positive_int(path: Path, n: int, key: str, value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number <= 0:
+        raise DriverError(f"{path}:{n}: {key} must be a positive integer, got {value!r}")
+    return number
+
+
+def parse_profile(name: str, path: Path) -> Profile:
+    """Parse the '#@ key: value' metadata of a profile fragment."""
+    meta: dict[str, tuple[int, str]] = {}
+    for n, raw in enumerate(path.read_text().splitlines(), 1):
+        if not raw.startswith("#@"):
+            continue
+        key, sep, value = raw[2:].partition(":")
+        key = key.strip()
+        if not sep or not key:
+            raise DriverError(f"{path}:{n}: expected '#@ key: value'")
+        if key not in KNOWN_KEYS:
+            say(f"{path}:{n}: ignoring unknown metadata key {key!r}")
+            continue
+        meta[key] = (n, value.strip())
+    arch = meta.get("arch", (0, "um"))[1]
+    if arch not in ARCHES:
+        raise DriverError(f"{path}: arch must be one of {', '.join(ARCHES)}, got {arch!r}")
+    ints = {k: _positive_int(path, meta[k][0], k, meta[k][1])
+            for k in ("qemu_smp", "boot_timeout", "timeout") if k in meta}
+    try:
+        kernel_args = shlex.split(meta.get("kernel_args", (0, ""))[1])
+    except ValueError as e:
+        raise DriverError(f"{path}: kernel_args: {e}") from None
+    return Profile(name=name, arch=arch, fragment=path.resolve(), kernel_args=kernel_args,
+                   qemu_smp=ints.get("qemu_smp") if arch == "x86_64" else None,
+                   boot_timeout=ints.get("boot_timeout", 120), timeout=ints.get("timeout", 900),
+                   description=meta.get("description", (0, ""))[1])
+
+
+def load_profile(repo: Path, name: str) -> Profile:
+    """The named profile; DriverError listing the known ones otherwise."""
+    path = repo / PROFILES_DIR / f"{name}.config"
+    if "/" in name or not path.is_file():
+        known = ", ".join(list_profiles(repo)) or "none"
+        raise DriverError(f"unknown profile {name!r} (known: {known})")
+    return parse_profile(name, path)
+
+
+def out_dir(build: Path, profile: Profile) -> Path:
+    """Kernel build directory of a profile."""
+    return build / "out" / profile.name
+
+
+def results_dir(build: Path, profile_name: str, variant: str = "") -> Path:
+    """Results directory of a profile (and variant)."""
+    return build / "results" / (f"{profile_name}+{variant}" if variant else profile_name)
+
+
+# --- accelerator -------------------------------------------------------------
+
+def probe_kvm(kernel_image: Path, qemu: str, seconds: float = 5.0) -> bool:
+    """True when a KVM guest prints 'Linux version' within seconds."""
+    cmd = [qemu, "-accel", "kvm", "-nodefaults", "-nographic", "-no-reboot", "-m", "256",
+           "-serial", "stdio", "-kernel", str(kernel_image),
+           "-append", "console=ttyS0 earlyprintk=serial panic=-1"]
+    try:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    except OSError:
+        return False
+    seen = threading.Event()
+
+    def reader() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if b"Linux version" in line:
+                seen.set()
+                break
+
+    threading.Thread(target=reader, daemon=True).start()
+    ok = seen.wait(seconds)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+    return ok
+
+
+def _boot_id(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""
+
+
+def choose_accel(kernel_image: Path, build: Path, mode: str | None = None, *,
+                 env: Mapping[str, str] | None = None, kvm_dev: Path = Path("/dev/kvm"),
+                 qemu: str | None = None, boot_id_file: Path = Path("/proc/sys/kernel/random/boot_id"),
+                 probe_seconds: float = 5.0) -> tuple[str, str]:
+    """(accel, reason): CGKUNIT_ACCEL=kvm|tcg forces, auto probes KVM once per boot."""
+    env = os.environ if env is None else env
+    mode = (mode or env.get("CGKUNIT_ACCEL") or "auto").strip().lower()
+    if mode not in ACCEL_MODES:
+        raise DriverError(f"CGKUNIT_ACCEL must be one of {', '.join(ACCEL_MODES)}, got {mode!r}")
+    if mode != "auto":
+        accel, reason = mode, f"forced by CGKUNIT_ACCEL={mode}"
+    elif not os.access(kvm_dev, os.R_OK | os.W_OK):
+        accel, reason = "tcg", f"{kvm_dev} is not accessible"
+    elif not kernel_image.is_file():
+        accel, reason = "tcg", f"no kernel image {kernel_image} to probe KVM with"
+    else:
+        cache = build / "accel.json"
+        boot_id = _boot_id(boot_id_file)
+        cached = read_json(cache)
+        if isinstance(cached, dict) and boot_id and cached.get("boot_id") == boot_id \
+                and cached.get("accel") in ("kvm", "tcg"):
+            accel, reason = cached["accel"], f"{cached.get('reason', '')} (cached for this boot)"
+        else:
+            say(f"probing KVM with a {probe_seconds:.0f}s test boot")
+            if probe_kvm(kernel_image, qemu or find_real_qemu(build / "shim"), probe_seconds):
+                accel, reason = "kvm", f"KVM probe printed 'Linux version' within {probe_seconds:.0f}s"
+            else:
+                accel, reason = "tcg", f"KVM probe did not print 'Linux version' within {probe_seconds:.0f}s"
+            write_json(cache, {"boot_id": boot_id, "accel": accel, "reason": reason})
+    say(f"QEMU accel: {accel} ({reason})")
+    return accel, reason
+
+
+def find_real_qemu(shim_dir: Path, path_env: str | None = None) -> str:
+    """qemu-system-x86_64 on PATH, skipping the shim dir."""
+    path_env = os.environ.get("PATH", "") if path_env is None else path_env
+    shim = os.path.realpath(shim_dir)
+    dirs = [d for d in path_env.split(os.pathsep) if d and os.path.realpath(d) != shim]
+    found = shutil.which(QEMU, path=os.pathsep.join(dirs))
+    if not found:
+        raise DriverError(f"{QEMU} not found on PATH (apt-get install qemu-system-x86)")
+    return found
+
+
+SHIM = """#!/bin/sh
+# Generated by cgkunit (tools/kunit/cgkunit/profile.py). kunit.py passes
+# "-accel kvm -accel hvf -accel tcg"; keep only the accelerator cgkunit chose.
+real={real}
+want={accel}
+kept=0
+n=$#
+while [ "$n" -gt 0 ]; do
+    a=$1; shift; n=$((n - 1))
+    if [ "$a" = "-accel" ] && [ "$n" -gt 0 ]; then
+        v=$1; shift; n=$((n - 1))
+        case "$v" in
+            "$want"|"$want",*) set -- "$@" -accel "$v"; kept=1 ;;
+        esac
+        continue
+    fi
+    set -- "$@" "$a"
+done
+if [ "$kept" = 0 ]; then
+    set -- "$@" -accel "$want"
+fi
+exec "$real" "$@"
+"""
+
+
+def make_shim(build: Path, accel: str, real: str | None = None) -> Path:
+    """Write <build>/shim/qemu-system-x86_64 keeping only -accel <accel>; returns the dir."""
+    if accel not in ("kvm", "tcg"):
+        raise DriverError(f"unsupported accel {accel!r}")
+    shim_dir = build / "shim"
+    shim_dir.mkdir(parents=True, exist_ok=True)
+    real = real or find_real_qemu(shim_dir)
+    fd, tmp = tempfile.mkstemp(dir=shim_dir, prefix=".qemu.")
+    with os.fdopen(fd, "w") as f:
+        f.write(SHIM.format(real=shlex.quote(real), accel=shlex.quote(accel)))
+    os.chmod(tmp, 0o755)
+    os.replace(tmp, shim_dir / QEMU)
+    return shim_dir

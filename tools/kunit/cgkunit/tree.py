@@ -1,0 +1,421 @@
+"""Prepared git tree: base commit, one commit per series patch, suite hooked in."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from .common import DriverError, read_json, run_logged, say, sha256_file, write_json
+from .fetch import BaseSource
+
+STAMP = "cgkunit-stamp.json"
+BASE_STAMP = "cgkunit-base.json"
+BASE_TAG = "cgkunit-base"
+SUITE_TAG = "cgkunit-suite"
+HOOK_MSG = "kunit-cgroup: hook in the test suite"
+SUITE_DIR = Path("lib") / "kunit-cgroup"
+KCONFIG_LINE = 'source "lib/kunit-cgroup/Kconfig"'
+MAKEFILE_LINE = "obj-$(CONFIG_CGROUP_KUNIT_TEST) += kunit-cgroup/"
+LINUX_MARKERS = ("Makefile", "kernel/cgroup/cgroup.c", "tools/testing/kunit/kunit.py")
+FIXED_DATE = "2000-01-01T00:00:00+00:00"
+COMMITTER_ENV = {"GIT_COMMITTER_NAME": "cgkunit", "GIT_COMMITTER_EMAIL": "cgkunit@localhost",
+                 "GIT_COMMITTER_DATE": FIXED_DATE}
+AUTHOR_ENV = {"GIT_AUTHOR_NAME": "cgkunit", "GIT_AUTHOR_EMAIL": "cgkunit@localhost",
+              "GIT_AUTHOR_DATE": FIXED_DATE}
+GIT_CONFIG = ["-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false",
+              "-c", "tag.gpgsign=false", "-c", "gc.auto=0", "-c", "core.autocrlf=false",
+              "-c", "advice.detachedHead=false", "-c", "safe.directory=*"]
+ARTEFACT_SUFFIXES = (".o", ".ko", ".a", ".mod", ".mod.c", ".cmd", ".d", ".order", ".symvers",
+                     ".pyc", ".swp", ".tmp", ".orig", ".rej", "~")
+
+
+@dataclass
+class PreparedTree:
+    """A prepared kernel tree and how it was made."""
+    path: Path
+    base_commit: str
+    head_commit: str
+    patches: list[tuple[str, str]] = field(default_factory=list)
+    variant: str = ""
+
+
+def git(repo: Path, *args: str, check: bool = True, env: Mapping[str, str] | None = None,
+        ) -> subprocess.CompletedProcess[str]:
+    """Run git in repo; DriverError with git's last line on failure when check."""
+    full_env = {**os.environ, **COMMITTER_ENV, **(env or {})}
+    proc = subprocess.run(["git", *GIT_CONFIG, "-C", str(repo), *args], capture_output=True,
+                          text=True, errors="backslashreplace", env=full_env,
+                          stdin=subprocess.DEVNULL)
+    if check and proc.returncode != 0:
+        lines = [ln for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
+        raise DriverError(f"git {args[0]} in {repo} failed: {lines[-1] if lines else proc.returncode}")
+    return proc
+
+
+def rev(repo: Path, ref: str) -> str | None:
+    """Commit id of ref, or None."""
+    proc = git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False)
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def variant_name(extra_patches: Sequence[Path]) -> str:
+    """Variant name from extra patch file names ('a+b' for a.patch, b.patch)."""
+    return "+".join(p.stem for p in extra_patches)
+
+
+# --- inputs from the repo ---------------------------------------------------
+
+def read_series(repo_root: Path) -> list[tuple[str, Path, str]]:
+    """(name, path, sha256) for each patch listed in kernel/series."""
+    series = repo_root / "kernel" / "series"
+    if not series.exists():
+        return []
+    out: list[tuple[str, Path, str]] = []
+    for n, raw in enumerate(series.read_text().splitlines(), 1):
+        name = raw.split("#", 1)[0].strip()
+        if not name:
+            continue
+        path = repo_root / "kernel" / "patches" / name
+        if not path.is_file():
+            raise DriverError(f"kernel/series:{n}: kernel/patches/{name} does not exist")
+        out.append((name, path, sha256_file(path)))
+    return out
+
+
+def is_suite_file(rel: Path) -> bool:
+    """False for build artefacts, editor droppings and hidden files."""
+    if any(part.startswith(".") or part == "__pycache__" for part in rel.parts):
+        return False
+    return not rel.name.endswith(ARTEFACT_SUFFIXES) and rel.name != "modules.order"
+
+
+def suite_files(src: Path) -> dict[str, str]:
+    """Relative path -> sha256 of the suite's source files."""
+    out: dict[str, str] = {}
+    for p in sorted(src.rglob("*")):
+        rel = p.relative_to(src)
+        if p.is_file() and is_suite_file(rel):
+            out[rel.as_posix()] = sha256_file(p)
+    return out
+
+
+def sync_suite(src: Path, dst: Path) -> list[str]:
+    """Make dst hold exactly src's suite files; touch only what differs."""
+    want = suite_files(src)
+    changed: list[str] = []
+    for rel in want:
+        s, d = src / rel, dst / rel
+        same = d.is_file() and not d.is_symlink() and d.read_bytes() == s.read_bytes() \
+            and (d.stat().st_mode & 0o111) == (s.stat().st_mode & 0o111)
+        if not same:
+            d.parent.mkdir(parents=True, exist_ok=True)
+            if d.is_symlink() or d.is_dir():
+                shutil.rmtree(d) if d.is_dir() and not d.is_symlink() else d.unlink()
+            shutil.copyfile(s, d)
+            shutil.copymode(s, d)
+            changed.append(rel)
+    if dst.is_dir():
+        for p in sorted(dst.rglob("*"), reverse=True):
+            rel = p.relative_to(dst).as_posix()
+            if (p.is_file() or p.is_symlink()) and rel not in want:
+                p.unlink()
+                changed.append(f"-{rel}")
+            elif p.is_dir() and not any(p.iterdir()):
+                p.rmdir()
+    return changed
+
+
+def ensure_line(path: Path, line: str) -> bool:
+    """Append line to path unless an identical line is present."""
+    if not path.is_file():
+        raise DriverError(f"{path} is missing from the kernel tree")
+    text = path.read_text()
+    if any(existing.strip() == line for existing in text.splitlines()):
+        return False
+    if text and not text.endswith("\n"):
+        text += "\n"
+    path.write_text(text + line + "\n")
+    return True
+
+
+# --- KERNEL_SRC --------------------------------------------------------------
+
+def validate_kernel_src(kernel_src: str, ref: str) -> tuple[Path, str]:
+    """Check a user's kernel git tree; (resolved path, commit id)."""
+    p = Path(kernel_src).expanduser()
+    tag = f"KERNEL_SRC={kernel_src}"
+    if not p.exists():
+        raise DriverError(f"{tag}: does not exist")
+    if not p.is_dir():
+        raise DriverError(f"{tag}: not a directory")
+    for marker in LINUX_MARKERS:
+        if not (p / marker).is_file():
+            raise DriverError(f"{tag}: not a Linux source tree (no {marker})")
+    p = p.resolve()
+    top = git(p, "rev-parse", "--show-toplevel", check=False)
+    if top.returncode != 0 or Path(top.stdout.strip()).resolve() != p:
+        raise DriverError(f"{tag}: not a git tree")
+    sha = rev(p, ref)
+    if sha is None:
+        raise DriverError(f"{tag}: unknown ref {ref}")
+    return p, sha
+
+
+# --- base commit -----------------------------------------------------------
+
+def _configure(tree: Path) -> None:
+    git(tree, "config", "gc.auto", "0")
+    git(tree, "config", "core.untrackedCache", "true")
+    git(tree, "config", "feature.manyFiles", "true")
+
+
+def _base_ok(tree: Path, base_id: str) -> str | None:
+    marker = read_json(tree / ".git" / BASE_STAMP)
+    if isinstance(marker, dict) and marker.get("base") == base_id:
+        return rev(tree, BASE_TAG)
+    return None
+
+
+def _fresh_dir(tree: Path) -> Path:
+    tmp = tree.with_name(tree.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.rmtree(tree, ignore_errors=True)
+    tmp.parent.mkdir(parents=True, exist_ok=True)
+    return tmp
+
+
+def _finish_base(tmp: Path, tree: Path, base_id: str) -> str:
+    git(tmp, "tag", "-f", BASE_TAG, "HEAD")
+    commit = rev(tmp, "HEAD")
+    assert commit
+    write_json(tmp / ".git" / BASE_STAMP, {"base": base_id, "commit": commit})
+    os.replace(tmp, tree)
+    return commit
+
+
+def ensure_debian_base(tree: Path, base: BaseSource) -> str:
+    """Commit the unpacked Debian source once; returns the base commit."""
+    found = _base_ok(tree, base.id)
+    if found:
+        return found
+    say(f"creating {tree} from {base.package} {base.version} (once; committing ~90k files takes a while)")
+    tmp = _fresh_dir(tree)
+    tmp.mkdir()
+    git(tmp, "init", "-q")
+    _configure(tmp)
+    logs = tree.parent / f"{tree.name}.log"
+    for args, label in ((["cp", "-a", f"{base.path}/.", str(tmp)], "copying the base source"),
+                        (["git", *GIT_CONFIG, "-C", str(tmp), "add", "-A", "-f", "."], "git add"),
+                        (["git", *GIT_CONFIG, "-C", str(tmp), "commit", "-q", "--no-verify",
+                          "-m", f"base: {base.package} {base.version}"], "git commit")):
+        say(f"{label} ...")
+        rc, secs = run_logged(args, logs, label, env=dict(os.environ, **AUTHOR_ENV, **COMMITTER_ENV))
+        if rc != 0:
+            raise DriverError(f"{label} failed while creating {tree}; see {logs}")
+        say(f"{label} done in {secs:.0f}s")
+    return _finish_base(tmp, tree, base.id)
+
+
+def ensure_user_base(tree: Path, src: Path, sha: str, base_id: str) -> str:
+    """Shared clone of the user's tree checked out at sha (the user's repo is only read)."""
+    if _base_ok(tree, base_id):
+        return sha
+    say(f"cloning {src} at {sha[:12]} into {tree} (shared, read-only for {src})")
+    tmp = _fresh_dir(tree)
+    proc = subprocess.run(["git", *GIT_CONFIG, "clone", "-q", "--shared", "--no-checkout",
+                           str(src), str(tmp)], capture_output=True, text=True,
+                          env=dict(os.environ, **COMMITTER_ENV), stdin=subprocess.DEVNULL)
+    if proc.returncode != 0:
+        raise DriverError(f"git clone of {src} failed: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
+    _configure(tmp)
+    git(tmp, "checkout", "-q", "--detach", sha)
+    return _finish_base(tmp, tree, base_id)
+
+
+# --- series, hook, variant ---------------------------------------------------
+
+def _goto(tree: Path, commit: str) -> None:
+    if rev(tree, "HEAD") != commit:
+        git(tree, "reset", "-q", "--hard", commit)
+
+
+def _clean_if_dirty(tree: Path) -> None:
+    if (tree / ".git" / "rebase-apply").exists():
+        say(f"{tree}: aborting an interrupted git am")
+        git(tree, "am", "--abort", check=False)
+    status = git(tree, "status", "--porcelain").stdout
+    if status.strip():
+        say(f"{tree} was modified by hand; resetting it (it is ours)")
+        git(tree, "reset", "-q", "--hard", "HEAD")
+        git(tree, "clean", "-ffdq")
+
+
+def _am_error(output: str) -> str:
+    lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
+    for prefix in ("error: patch failed:", "error:", "fatal:"):
+        for ln in lines:
+            if ln.startswith(prefix):
+                return ln
+    return lines[0] if lines else "git am failed"
+
+
+def apply_patch(tree: Path, name: str, path: Path, reset_to: str) -> str:
+    """git am one patch; on failure abort, reset to reset_to and raise."""
+    proc = git(tree, "am", "-q", "--keep-cr", "--no-3way", str(path.resolve()), check=False)
+    if proc.returncode != 0:
+        reason = _am_error(proc.stderr + "\n" + proc.stdout)
+        git(tree, "am", "--abort", check=False)
+        git(tree, "reset", "-q", "--hard", reset_to, check=False)
+        raise DriverError(f"patch {name} does not apply: {reason}")
+    head = rev(tree, "HEAD")
+    assert head
+    return head
+
+
+def _exists(tree: Path, commit: Any) -> bool:
+    return isinstance(commit, str) and rev(tree, commit) == commit
+
+
+def _ensure_series(tree: Path, series: list[tuple[str, Path, str]], stamp: dict[str, Any],
+                   stamp_file: Path) -> tuple[str, list[tuple[str, str]]]:
+    want = [[n, s] for n, _, s in series]
+    have = stamp.get("series") or []
+    have_commits = stamp.get("patch_commits") or []
+    if have == want and _exists(tree, stamp.get("series_commit")):
+        return stamp["series_commit"], [(n, c) for n, c in have_commits]
+    prefix = 0
+    while (prefix < min(len(have), len(want), len(have_commits)) and have[prefix] == want[prefix]
+           and _exists(tree, have_commits[prefix][1])):
+        prefix += 1
+    commits: list[tuple[str, str]] = [(n, c) for n, c in have_commits[:prefix]]
+    start = commits[-1][1] if commits else BASE_TAG
+    stamp.clear()
+    stamp_file.unlink(missing_ok=True)
+    todo = series[prefix:]
+    say(f"applying {len(todo)} patch(es) from kernel/series"
+        + (f" (first {prefix} unchanged)" if prefix else ""))
+    git(tree, "reset", "-q", "--hard", start)
+    for name, path, _ in todo:
+        try:
+            commits.append((name, apply_patch(tree, name, path, BASE_TAG)))
+        except DriverError:
+            stamp_file.unlink(missing_ok=True)
+            raise
+    head = rev(tree, "HEAD")
+    assert head
+    return head, commits
+
+
+def _add_suite(tree: Path) -> None:
+    tracked = git(tree, "ls-files", "--", str(SUITE_DIR)).stdout.strip()
+    if (tree / SUITE_DIR).exists() or tracked:
+        git(tree, "add", "-A", "-f", "--", str(SUITE_DIR))
+
+
+def _ensure_hook(tree: Path, suite_src: Path, series_commit: str, stamp: dict[str, Any]) -> str:
+    files = suite_files(suite_src)
+    dst = tree / SUITE_DIR
+    env = dict(AUTHOR_ENV, **COMMITTER_ENV)
+    hook = stamp.get("hook_commit")
+    if stamp.get("hook_parent") == series_commit and _exists(tree, hook):
+        if stamp.get("suite_files") == files:
+            if rev(tree, SUITE_TAG) != hook:
+                git(tree, "tag", "-f", SUITE_TAG, str(hook))
+            return str(hook)
+        _goto(tree, str(hook))
+        changed = sync_suite(suite_src, dst)
+        say(f"suite files changed: {', '.join(changed) or 'none in the tree'}; amending the hook commit")
+        _add_suite(tree)
+        git(tree, "commit", "-q", "--amend", "--allow-empty", "--no-verify", "-m", HOOK_MSG, env=env)
+    else:
+        _goto(tree, series_commit)
+        sync_suite(suite_src, dst)
+        ensure_line(tree / "lib" / "Kconfig.debug", KCONFIG_LINE)
+        ensure_line(tree / "lib" / "Makefile", MAKEFILE_LINE)
+        git(tree, "add", "-f", "lib/Kconfig.debug", "lib/Makefile")
+        _add_suite(tree)
+        git(tree, "commit", "-q", "--allow-empty", "--no-verify", "-m", HOOK_MSG, env=env)
+    new = rev(tree, "HEAD")
+    assert new
+    git(tree, "tag", "-f", SUITE_TAG, new)
+    stamp.update(suite_files=files, hook_commit=new, hook_parent=series_commit)
+    for key in ("variant", "variant_patches", "variant_parent", "head"):
+        stamp.pop(key, None)
+    return new
+
+
+def _ensure_variant(tree: Path, hook: str, extras: list[tuple[str, Path, str]],
+                    stamp: dict[str, Any], stamp_file: Path) -> str:
+    name = variant_name([p for _, p, _ in extras])
+    want = [[n, s] for n, _, s in extras]
+    if not extras:
+        if stamp.get("variant"):
+            say(f"removing variant {stamp['variant']}")
+        _goto(tree, hook)
+        head = hook
+    elif (stamp.get("variant_patches") == want and stamp.get("variant_parent") == hook
+          and _exists(tree, stamp.get("head"))):
+        head = str(stamp["head"])
+        _goto(tree, head)
+    else:
+        _goto(tree, hook)
+        say(f"applying variant {name}")
+        for pname, path, _ in extras:
+            try:
+                apply_patch(tree, pname, path, SUITE_TAG)
+            except DriverError:
+                stamp["head"] = hook
+                for key in ("variant", "variant_patches", "variant_parent"):
+                    stamp.pop(key, None)
+                write_json(stamp_file, stamp)
+                raise
+        head = rev(tree, "HEAD") or hook
+    stamp.update(variant=name, variant_patches=want, variant_parent=hook, head=head)
+    return head
+
+
+def prepare_tree(repo_root: Path, build_root: Path, base: BaseSource | None,
+                 kernel_src: str | None, kernel_ref: str = "HEAD",
+                 extra_patches: Sequence[Path] = ()) -> PreparedTree:
+    """Make (or bring up to date) the prepared tree; cheap when nothing changed."""
+    series = read_series(repo_root)
+    extras: list[tuple[str, Path, str]] = []
+    for p in extra_patches:
+        full = p if p.is_absolute() else repo_root / p
+        if not full.is_file():
+            raise DriverError(f"extra patch {p} does not exist")
+        extras.append((p.name, full, sha256_file(full)))
+    suite_src = repo_root / SUITE_DIR
+    if not suite_src.is_dir():
+        raise DriverError(f"{suite_src} is missing")
+    trees = build_root / "trees"
+    if kernel_src:
+        src, sha = validate_kernel_src(kernel_src, kernel_ref)
+        tree = trees / f"user-{sha[:12]}"
+        base_id = f"user:{src}:{sha}"
+        say(f"using KERNEL_SRC {src} at {kernel_ref} = {sha[:12]} (committed state only)")
+        base_commit = ensure_user_base(tree, src, sha, base_id)
+    elif base is not None:
+        tree = trees / f"debian-{base.version}"
+        base_id = base.id
+        base_commit = ensure_debian_base(tree, base)
+    else:
+        raise DriverError("no kernel source: run fetch or set KERNEL_SRC")
+    stamp_file = tree / ".git" / STAMP
+    loaded = read_json(stamp_file)
+    stamp: dict[str, Any] = loaded if isinstance(loaded, dict) and loaded.get("base") == base_id else {}
+    _clean_if_dirty(tree)
+    series_commit, commits = _ensure_series(tree, series, stamp, stamp_file)
+    stamp.update(base=base_id, series=[[n, s] for n, _, s in series],
+                 patch_commits=[list(c) for c in commits], series_commit=series_commit)
+    write_json(stamp_file, stamp)
+    hook = _ensure_hook(tree, suite_src, series_commit, stamp)
+    write_json(stamp_file, stamp)
+    head = _ensure_variant(tree, hook, extras, stamp, stamp_file)
+    write_json(stamp_file, stamp)
+    return PreparedTree(path=tree, base_commit=base_commit, head_commit=head,
+                        patches=commits, variant=stamp.get("variant", ""))
+

@@ -1,0 +1,112 @@
+"""pipeline: replay targets from the Makefile, and the flow up to the boot without kernels."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cgkunit import pipeline
+from cgkunit import report as rp
+from cgkunit.common import DriverError
+from conftest import DATA
+from test_tree import git, make_kernel, write_files
+
+MAKEFILE = """CGKUNIT := python3 tools/kunit/cgkunit.py
+run: deps
+\t$(CGKUNIT) run --profile um-lockdep
+
+kcsan: deps
+\t$(CGKUNIT) run --profile x86_64-kcsan
+
+test: deps pytest
+\t$(CGKUNIT) run --profile um-lockdep
+\t$(CGKUNIT) run --profile x86_64-kcsan
+"""
+
+
+def test_replay_target_from_the_makefile(tmp_path: Path) -> None:
+    (tmp_path / "Makefile").write_text(MAKEFILE)
+    assert pipeline.replay_target(tmp_path, "um-lockdep") == "make run"
+    assert pipeline.replay_target(tmp_path, "x86_64-kcsan") == "make kcsan"
+    assert pipeline.replay_target(tmp_path, "um-kasan") == \
+        "python3 tools/kunit/cgkunit.py run --profile um-kasan"
+    assert pipeline.replay_target(tmp_path / "none", "x") == "python3 tools/kunit/cgkunit.py run --profile x"
+
+
+def test_replay_hints_use_the_target() -> None:
+    r = rp.parse_console((DATA / "03_kcsan.log").read_text())
+    r.replay_target = "make kcsan"
+    assert rp.replay_hints(r) == ["make kcsan KERNEL_ARGS=\"cgroup_kunit.seed=31337 "
+                                  "cgroup_kunit.threads=2\" FILTER='cgroup_kunit_oracle.provoke_kcsan'"]
+    r.replay_target = "python3 tools/kunit/cgkunit.py run --profile p"
+    assert rp.replay_hints(r) == ["KERNEL_ARGS=\"cgroup_kunit.seed=31337 cgroup_kunit.threads=2\" "
+                                  "FILTER='cgroup_kunit_oracle.provoke_kcsan' "
+                                  "python3 tools/kunit/cgkunit.py run --profile p"]
+
+
+def test_run_without_a_built_kernel_stops_before_booting(tmp_path: Path) -> None:
+    kernel = make_kernel(tmp_path / "linux")
+    repo = tmp_path / "repo"
+    write_files(repo, {"kernel/BASE": "package=x\n", "kernel/series": "",
+                       "lib/kunit-cgroup/Kconfig": "config CGROUP_KUNIT_TEST\n",
+                       "tools/kunit/profiles/um-t.config": "#@ arch: um\nCONFIG_X=y\n",
+                       ".kunitconfig": "CONFIG_KUNIT=y\n"})
+    opts = pipeline.RunOptions(profile="um-t", no_build=True, kernel_src=str(kernel))
+    with pytest.raises(DriverError, match="no kernel built for um-t"):
+        pipeline.run_profile(repo, tmp_path / "build", opts)
+    assert (tmp_path / "build" / "trees").is_dir()
+
+
+FAKE_KUNIT = '''#!/usr/bin/env python3
+import os, sys
+args = sys.argv[1:]
+if args[0] == "exec":
+    print("[12:00:00] Starting KUnit Kernel (1/1)...")
+    with open(os.environ["FAKE_CONSOLE"]) as f:
+        for line in f:
+            print(line, end="")
+    with open(os.environ["FAKE_ARGS"], "w") as f:
+        f.write("\\n".join(args))
+elif args[0] == "parse":
+    for a in args:
+        if a.startswith("--json="):
+            open(a[len("--json="):], "w").write("{}")
+        if a.startswith("--junit="):
+            open(a[len("--junit="):], "w").write("<testsuites/>")
+        if a == "--raw_output=kunit":
+            print("KTAP version 1")
+'''
+
+
+@pytest.mark.parametrize("log,status", [("03_kcsan.log", "fail"), ("08_skipped.log", "pass")])
+def test_run_end_to_end_with_a_fake_kunit_py(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str], log: str,
+                                              status: str) -> None:
+    kernel = make_kernel(tmp_path / "linux")
+    write_files(kernel, {"tools/testing/kunit/kunit.py": FAKE_KUNIT})
+    git(kernel, "commit", "-q", "-am", "fake kunit.py")
+    repo, build = tmp_path / "repo", tmp_path / "build"
+    write_files(repo, {"kernel/BASE": "package=x\n", "kernel/series": "",
+                       "lib/kunit-cgroup/Kconfig": "config CGROUP_KUNIT_TEST\n",
+                       "tools/kunit/profiles/um-t.config": "#@ arch: um\n#@ kernel_args: ncpus=4\n",
+                       ".kunitconfig": "CONFIG_KUNIT=y\n", "Makefile": "run:\n\tx run --profile um-t\n"})
+    write_files(build, {"out/um-t/linux": "elf"})
+    monkeypatch.setenv("FAKE_CONSOLE", str(DATA / log))
+    monkeypatch.setenv("FAKE_ARGS", str(tmp_path / "args"))
+    opts = pipeline.RunOptions(profile="um-t", no_build=True, kernel_src=str(kernel),
+                               kernel_args=["cgroup_kunit.seed=1"], filter_glob="cgroup_kunit_oracle*")
+    r = pipeline.run_profile(repo, build, opts)
+    assert r.status == status
+    results = build / "results" / "um-t"
+    assert (results / "console.log").read_text().startswith("[12:00:00] Starting KUnit Kernel")
+    assert (results / "results.json").read_text() == "{}"
+    assert (results / "results.ktap").read_text() == "KTAP version 1\n"
+    assert (results / "summary.json").is_file()
+    assert (results / "exec.json").is_file()
+    args = (tmp_path / "args").read_text().splitlines()
+    assert "--kernel_args=ncpus=4" in args and "--kernel_args=cgroup_kunit.seed=1" in args
+    assert args[-1] == "cgroup_kunit_oracle*"
+    out = capsys.readouterr().out
+    assert out.startswith(f"cgkunit: um-t: {status.upper()}")
+    if status == "fail":
+        assert "make run KERNEL_ARGS=" in out
