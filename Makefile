@@ -1,0 +1,51 @@
+# SPDX-License-Identifier: GPL-2.0-only
+#
+# Front door of the project: every target calls the driver in tools/kunit.
+# Variables: KERNEL_SRC=/path/to/your/linux (a git tree; default: the pinned
+# Debian base), KERNEL_ARGS="cgroup_kunit.seed=N ...", FILTER='suite.case',
+# CGKUNIT_ACCEL=auto|kvm|tcg (QEMU accelerator; auto probes KVM first).
+
+PYTHON ?= python3
+CGKUNIT := $(PYTHON) tools/kunit/cgkunit.py
+export KERNEL_SRC KERNEL_REF KERNEL_ARGS FILTER CGKUNIT_ACCEL
+
+.PHONY: run test kcsan lockdep-x86 check module pytest deps clean help
+
+help:
+	@echo "make run      the suite on UML under lockdep (the main job)"
+	@echo "make test     the driver's tests, the suite on um-lockdep and x86_64-kcsan,"
+	@echo "              the oracle checks on broken kernels, and the =m build"
+	@echo "make kcsan    the suite on x86_64 QEMU under KCSAN"
+	@echo "make check    prove the oracles: deliberately broken kernels must go red"
+	@echo "make module   build the suite as a module (cgroup_kunit.ko)"
+	@echo "make clean    remove build/ (sources, trees, build dirs, results)"
+
+deps:
+	$(CGKUNIT) deps
+
+run: deps
+	$(CGKUNIT) run --profile um-lockdep
+
+kcsan: deps
+	$(CGKUNIT) run --profile x86_64-kcsan
+
+lockdep-x86: deps
+	$(CGKUNIT) run --profile x86_64-lockdep
+
+check: deps
+	$(CGKUNIT) check
+
+module: deps
+	$(CGKUNIT) module --profile um-lockdep
+
+pytest:
+	$(PYTHON) -m pytest -q tools/kunit/tests
+
+test: deps pytest
+	$(CGKUNIT) run --profile um-lockdep
+	$(CGKUNIT) run --profile x86_64-kcsan
+	$(CGKUNIT) module --profile um-lockdep
+	$(CGKUNIT) check
+
+clean:
+	rm -rf build
