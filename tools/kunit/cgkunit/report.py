@@ -624,12 +624,20 @@ def _splat_line(s: Splat, count: int = 1) -> str:
     return f"{s.kind}: {s.title}{extra}  ({times}console.log:{s.line_no})"
 
 
+WHERE_SUFFIX = re.compile(r",? CPU#\d+: \S+$|CPU: \d+ PID: \d+ ")
+
+
+def _title_key(title: str) -> str:
+    """A title without the CPU and task it happened on, which vary per report."""
+    return WHERE_SUFFIX.sub("", title)
+
+
 def _grouped(splats: list[Splat]) -> list[tuple[Splat, int]]:
     """Identical reports (same kind and title) once, with how often they came."""
     first: dict[tuple[str, str], Splat] = {}
     counts: Counter[tuple[str, str]] = Counter()
     for s in splats:
-        key = (s.kind, s.title)
+        key = (s.kind, _title_key(s.title))
         first.setdefault(key, s)
         counts[key] += 1
     return [(first[k], counts[k]) for k in first]

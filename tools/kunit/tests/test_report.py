@@ -367,3 +367,17 @@ def test_build_report_reads_the_results_dir(tmp_path: Path) -> None:
     assert data["splats"][0]["test"] == "cgroup_kunit_oracle.provoke_kcsan"
     assert f"summary: {tmp_path / 'summary.json'}" in txt.read_text()
     assert f"console: {console}" in txt.read_text()
+
+
+def test_repeated_reports_from_other_cpus_are_grouped_in_the_summary() -> None:
+    lines = ["KTAP version 1", "1..1", "    KTAP version 1", "    # Subtest: s", "    1..1"]
+    for cpu in range(3):
+        lines += ["------------[ cut here ]------------",
+                  f"WARNING: kernel/cgroup/cgroup.c:905 at css_set_move_task+0x1b6/0x330, CPU#{cpu}: cgk-{cpu}/8{cpu}",
+                  "Modules linked in:"]
+    lines += ["    not ok 1 c", "not ok 1 s"]
+    r = rp.parse_console("\n".join(lines) + "\n", "completed")
+    assert len(r.splats) == 3
+    text = rp.format_summary(r)
+    assert text.count("css_set_move_task") == 1
+    assert "x3, first at console.log:" in text
