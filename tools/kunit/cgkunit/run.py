@@ -83,7 +83,13 @@ def build(tree: Path, profile: Profile, repo_root: Path, build_root: Path,
                         kconfig_add)
     log = out / "build.log"
     say(f"building {profile.name} ({profile.arch}{', ccache' if ccache else ''}); log {log}")
-    rc, secs = run_logged(cmd, log, f"building {profile.name}", cwd=tree, env=kunit_env())
+    env = kunit_env()
+    if ccache:
+        # Kbuild's O= builds use absolute paths: relative to the build root,
+        # a fresh clone elsewhere (CI) hits the same cache entries.
+        env.setdefault("CCACHE_BASEDIR", str(build_root.resolve()))
+        env.setdefault("CCACHE_NOHASHDIR", "true")
+    rc, secs = run_logged(cmd, log, f"building {profile.name}", cwd=tree, env=env)
     if rc != 0:
         text = log.read_text(errors="backslashreplace")
         raise DriverError(f"build of {profile.name} failed: {build_failure(text)}; see {log}")
