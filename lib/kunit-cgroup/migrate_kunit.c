@@ -19,14 +19,18 @@
  * hierarchy to favordynmods, which makes the attach lock per thread group
  * and cannot be undone, and runs the same cases again. The global suite
  * comes first in the module and skips itself if favordynmods is already on.
- * Each victim is a kthread and so its own thread group: the per-threadgroup
- * lock is taken on each victim's signal_struct, against its own forks.
+ * Each victim is a kthread and so its own thread group; in
+ * migrate_threadgroups and migrate_everything each victim also keeps adding
+ * threads to its group with kernel_thread(CLONE_THREAD) that exit shortly
+ * after, so thread creation and exit take the group's threadgroup lock
+ * against the migrations of that group.
  *
  * Invariants, checked by the migrators right after each migration and by
  * the test thread after they stopped:
- *  - a successful migration left the victim in the destination, which is
- *    not dead; a failed one (injected, or -ENODEV into a removed cgroup)
- *    left it where it was;
+ *  - a successful migration left the victim, and every thread of its group
+ *    that was not already exiting, in the destination, which is not dead;
+ *    a failed one (injected, or -ENODEV into a removed cgroup) left it
+ *    where it was;
  *  - the task notifier saw MIGRATING exactly for the migrations that
  *    succeeded plus the injected failures, and MIGRATED exactly for the
  *    successes: a failure is rolled back completely;
@@ -44,6 +48,7 @@
 #include <linux/kthread.h>
 #include <linux/mutex.h>
 #include <linux/notifier.h>
+#include <linux/sched/signal.h>
 #include <linux/sched/task.h>
 #include <linux/slab.h>
 #include <linux/sort.h>
@@ -53,6 +58,7 @@
 #define MG_NR_CGROUPS		13
 #define MG_EPHEMERAL		MG_NR_CGROUPS	/* index of the leaf rmdir races */
 #define MG_MAX_CHILDREN		2		/* live forked children per victim */
+#define MG_MAX_THREADS		3		/* live extra threads per victim */
 #define MG_LAT_SAMPLES		8192
 #define MG_INJECTED		(-ECANCELED)
 #define MG_RMDIR_PATIENCE	8	/* -EBUSY in a row before evicting */
@@ -64,6 +70,7 @@ enum mg_flags {
 	MG_RMDIR	= BIT(1),	/* worker 0 keeps removing a target leaf */
 	MG_INJECT	= BIT(2),	/* some migrations fail at MIGRATING */
 	MG_HOT		= BIT(3),	/* two victims for the whole gang */
+	MG_THREADS	= BIT(4),	/* victims are thread groups */
 };
 
 struct mg_case;
@@ -75,7 +82,9 @@ struct mg_victim {
 	int cg;				/* bookkeeping: where it is */
 	bool fail_next;			/* the notifier fails its migration */
 	atomic_t children;
+	atomic_t threads;
 	unsigned long forks;
+	unsigned long thread_forks;
 	struct completion started;
 };
 
@@ -127,6 +136,33 @@ static struct cgroup *mg_where(struct task_struct *task)
 	return cgrp;
 }
 
+/*
+ * Whether every thread of @leader's group is in @cgrp. Skipped: threads
+ * that were already exiting (migration leaves PF_EXITING tasks behind),
+ * and threads still in the root cgroup: copy_process() lists a new thread
+ * in its group before cgroup_post_fork() moves it from init_css_set to its
+ * parent's css_set, and no victim is ever in the root.
+ */
+static bool mg_group_in(struct task_struct *leader, struct cgroup *cgrp)
+{
+	struct task_struct *t;
+	bool in = true;
+
+	rcu_read_lock();
+	for_each_thread(leader, t) {
+		struct cgroup *where = task_dfl_cgroup(t);
+
+		if (READ_ONCE(t->flags) & PF_EXITING || where == &cgrp_dfl_root.cgrp)
+			continue;
+		if (where != cgrp) {
+			in = false;
+			break;
+		}
+	}
+	rcu_read_unlock();
+	return in;
+}
+
 /* ---- victims ------------------------------------------------------------ */
 
 static int mg_child_fn(void *arg)
@@ -139,6 +175,34 @@ static int mg_child_fn(void *arg)
 	kthread_complete_and_exit(NULL, 0);
 }
 
+/* An extra thread of a victim's group: lives a little, then exits. */
+static int mg_thread_fn(void *arg)
+{
+	struct mg_victim *v = arg;
+
+	usleep_range(100, 500);
+	atomic_dec(&v->threads);
+	kthread_complete_and_exit(NULL, 0);
+}
+
+/*
+ * Add a thread to the victim's group: copy_process() with CLONE_THREAD
+ * takes the threadgroup change lock (the group's own rwsem with
+ * favordynmods) that migrations of the group take for writing.
+ */
+static void mg_add_thread(struct mg_victim *v)
+{
+	pid_t pid;
+
+	atomic_inc(&v->threads);
+	pid = kernel_thread(mg_thread_fn, v, "cgk-thread",
+			    CLONE_THREAD | CLONE_SIGHAND | CLONE_FS | CLONE_FILES);
+	if (pid < 0)
+		atomic_dec(&v->threads);
+	else
+		v->thread_forks++;
+}
+
 static int mg_victim_fn(void *arg)
 {
 	struct mg_victim *v = arg;
@@ -146,6 +210,9 @@ static int mg_victim_fn(void *arg)
 	/* From here on kthread() has made this thread migratable. */
 	complete(&v->started);
 	while (!kthread_should_stop()) {
+		if ((v->c->flags & MG_THREADS) && !READ_ONCE(v->c->stop_forking) &&
+		    atomic_read(&v->threads) < MG_MAX_THREADS)
+			mg_add_thread(v);
 		if ((v->c->flags & MG_FORK) && !READ_ONCE(v->c->stop_forking) &&
 		    atomic_read(&v->children) < MG_MAX_CHILDREN) {
 			pid_t pid;
@@ -268,6 +335,9 @@ static void mg_migrate_step(struct cgk_worker *w)
 				 mg_cg_name(dst));
 		else if (mg_where(v->task) != to)
 			cgk_fail(w, "victim not in %s after a successful migration",
+				 mg_cg_name(dst));
+		else if (!mg_group_in(v->task, to))
+			cgk_fail(w, "a thread of the group is not in %s after the group moved",
 				 mg_cg_name(dst));
 		else if (cgroup_is_dead(to))
 			cgk_fail(w, "victim migrated into %s, which is dead",
@@ -393,7 +463,8 @@ static bool mg_children_gone(void *arg)
 	unsigned int i;
 
 	for (i = 0; i < c->nr_victims; i++) {
-		if (atomic_read(&c->victims[i].children))
+		if (atomic_read(&c->victims[i].children) ||
+		    atomic_read(&c->victims[i].threads))
 			return false;
 	}
 	return true;
@@ -537,11 +608,16 @@ static void mg_check_membership(struct mg_case *c)
 	unsigned int found[MG_NR_CGROUPS + 1] = {}, i;
 	int cg;
 
-	for (i = 0; i < c->nr_victims; i++)
+	for (i = 0; i < c->nr_victims; i++) {
 		KUNIT_EXPECT_PTR_EQ_MSG(test, mg_where(c->victims[i].task),
 					mg_cg(c, c->victims[i].cg),
 					"victim %u is not in %s, where the migrations put it",
 					i, mg_cg_name(c->victims[i].cg));
+		KUNIT_EXPECT_TRUE_MSG(test, mg_group_in(c->victims[i].task,
+							mg_cg(c, c->victims[i].cg)),
+				      "a thread of victim %u is not in %s with its group",
+				      i, mg_cg_name(c->victims[i].cg));
+	}
 
 	for (cg = 0; cg <= MG_EPHEMERAL; cg++) {
 		struct css_task_iter it;
@@ -564,6 +640,46 @@ static void mg_check_membership(struct mg_case *c)
 				    "%s: task iterator and bookkeeping disagree",
 				    mg_cg_name(cg));
 	}
+}
+
+static bool mg_leaf_removed(void *arg)
+{
+	struct mg_case *c = arg;
+
+	return cgroup_destroy_for_test(mg_cg(c, MG_EPHEMERAL)) != -EBUSY;
+}
+
+/*
+ * How much rmdir the racing worker got done depends on the machine, so
+ * check its rules once more without the race: an emptied leaf can be
+ * removed, and a migration into it then fails and moves nothing.
+ */
+static void mg_check_rmdir(struct mg_case *c)
+{
+	struct kunit *test = c->test;
+	struct cgroup *leaf = mg_cg(c, MG_EPHEMERAL);
+	struct mg_victim *v = &c->victims[0];
+	unsigned int i;
+
+	if (!leaf)
+		return;		/* the worker failed to make one: reported */
+	for (i = 0; i < c->nr_victims; i++) {
+		if (c->victims[i].cg != MG_EPHEMERAL)
+			continue;
+		KUNIT_EXPECT_EQ(test, 0, cgroup_procs_write_for_test(c->cg[0],
+								     c->victims[i].task));
+		c->victims[i].cg = 0;
+	}
+	/* Children born in the leaf may still be exiting. */
+	if (!cgk_wait_for(mg_leaf_removed, c, MG_SETTLE_TIMEOUT_MS)) {
+		KUNIT_FAIL(test, "the emptied leaf was still busy after %d ms",
+			   MG_SETTLE_TIMEOUT_MS);
+		return;
+	}
+	KUNIT_EXPECT_TRUE(test, cgroup_is_dead(leaf));
+	KUNIT_EXPECT_EQ_MSG(test, cgroup_procs_write_for_test(leaf, v->task), -ENODEV,
+			    "migration into a removed cgroup");
+	KUNIT_EXPECT_PTR_EQ(test, mg_where(v->task), mg_cg(c, v->cg));
 }
 
 static int mg_cmp_u64(const void *a, const void *b)
@@ -600,7 +716,7 @@ static bool mg_settled(void *arg)
 static void mg_run(struct kunit *test, unsigned long flags)
 {
 	unsigned int nr = cgk_param_threads(test);
-	unsigned long forks = 0;
+	unsigned long forks = 0, thread_forks = 0;
 	struct cgk_gang *gang;
 	struct mg_case *c;
 	unsigned int i;
@@ -615,17 +731,21 @@ static void mg_run(struct kunit *test, unsigned long flags)
 	cgk_gang_run(gang);
 	cgk_gang_report(gang);
 
-	for (i = 0; i < c->nr_victims; i++)
+	for (i = 0; i < c->nr_victims; i++) {
 		forks += c->victims[i].forks;
-	kunit_info(test, "%ld migrations, %ld injected failures, %ld -ENODEV, %ld rmdirs (%ld -EBUSY), %lu forks\n",
+		thread_forks += c->victims[i].thread_forks;
+	}
+	kunit_info(test, "%ld migrations, %ld injected failures, %ld -ENODEV, %ld rmdirs (%ld -EBUSY), %lu forks, %lu threads\n",
 		   atomic_long_read(&c->migrated), atomic_long_read(&c->injected),
 		   atomic_long_read(&c->enodev), atomic_long_read(&c->rmdirs),
-		   atomic_long_read(&c->ebusy), forks);
+		   atomic_long_read(&c->ebusy), forks, thread_forks);
 	mg_report_latency(c);
 
 	KUNIT_EXPECT_GT_MSG(test, atomic_long_read(&c->migrated), 0L, "no migration succeeded");
 	if (flags & MG_FORK)
 		KUNIT_EXPECT_GT_MSG(test, forks, 0UL, "the victims never forked");
+	if (flags & MG_THREADS)
+		KUNIT_EXPECT_GT_MSG(test, thread_forks, 0UL, "the victims never added a thread");
 	if (flags & MG_INJECT) {
 		long migrating = atomic_read(&c->ev_migrating) - atomic_read(&c->ev_canceled);
 
@@ -637,11 +757,10 @@ static void mg_run(struct kunit *test, unsigned long flags)
 				    atomic_long_read(&c->moved) + atomic_long_read(&c->injected),
 				    "MIGRATING events do not match the moves and injected failures");
 	}
-	if (flags & MG_RMDIR)
-		KUNIT_EXPECT_GT_MSG(test, atomic_long_read(&c->rmdirs), 0L,
-				    "the racing leaf was never removed");
 
 	mg_check_membership(c);
+	if (flags & MG_RMDIR)
+		mg_check_rmdir(c);
 
 	mg_teardown(c);
 	if (!cgk_wait_for(mg_settled, c, MG_SETTLE_TIMEOUT_MS))
@@ -682,10 +801,16 @@ static void migrate_injected_failure(struct kunit *test)
 	mg_run(test, MG_FORK | MG_INJECT);
 }
 
+/* Victims are thread groups that keep adding threads that exit. */
+static void migrate_threadgroups(struct kunit *test)
+{
+	mg_run(test, MG_FORK | MG_THREADS);
+}
+
 /* Everything at once. */
 static void migrate_everything(struct kunit *test)
 {
-	mg_run(test, MG_FORK | MG_RMDIR | MG_INJECT);
+	mg_run(test, MG_FORK | MG_THREADS | MG_RMDIR | MG_INJECT);
 }
 
 static int mg_global_init(struct kunit *test)
@@ -717,6 +842,7 @@ static struct kunit_case name[] = {			\
 	MG_CASE(migrate_hot_victims),			\
 	MG_CASE(migrate_rmdir_race),			\
 	MG_CASE(migrate_injected_failure),		\
+	MG_CASE(migrate_threadgroups),			\
 	MG_CASE(migrate_everything),			\
 	{}						\
 }

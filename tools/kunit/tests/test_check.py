@@ -148,3 +148,16 @@ def test_expect_console_lines(tmp_path: Path) -> None:
                                            "expect_console": ["duration_ms=5: want"]}]})[0]
     out = ck.evaluate(missing, r)
     assert not out.ok and "never printed" in out.problems[0]
+
+
+def test_expect_status_alternatives() -> None:
+    from cgkunit import check as ck
+    from cgkunit import report as rp
+    log = "KTAP version 1\n1..1\n    KTAP version 1\n    # Subtest: s\n    1..1\n    not ok 1 c\nnot ok 1 s\n"
+    r = rp.parse_console(log, "completed")
+    either = ck.parse_checks({"checks": [{"name": "x", "profile": "um-lockdep",
+                                          "expect_fail": ["s.c"], "expect_status": "fail|crash"}]})[0]
+    assert ck.evaluate(either, r).ok
+    only_crash = ck.parse_checks({"checks": [{"name": "x", "profile": "um-lockdep",
+                                              "expect_fail": ["s.c"], "expect_status": "crash"}]})[0]
+    assert not ck.evaluate(only_crash, r).ok
