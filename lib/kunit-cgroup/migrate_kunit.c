@@ -651,8 +651,9 @@ static bool mg_leaf_removed(void *arg)
 
 /*
  * How much rmdir the racing worker got done depends on the machine, so
- * check its rules once more without the race: an emptied leaf can be
- * removed, and a migration into it then fails and moves nothing.
+ * check its rules once more without the race: a leaf with a task in it
+ * cannot be removed, an emptied one can, and a migration into it then
+ * fails and moves nothing.
  */
 static void mg_check_rmdir(struct mg_case *c)
 {
@@ -663,6 +664,15 @@ static void mg_check_rmdir(struct mg_case *c)
 
 	if (!leaf)
 		return;		/* the worker failed to make one: reported */
+
+	/* A cgroup with a task in it cannot be removed. */
+	if (v->cg != MG_EPHEMERAL) {
+		KUNIT_EXPECT_EQ(test, 0, cgroup_procs_write_for_test(leaf, v->task));
+		v->cg = MG_EPHEMERAL;
+	}
+	KUNIT_EXPECT_EQ_MSG(test, cgroup_destroy_for_test(leaf), -EBUSY,
+			    "rmdir of a cgroup with a task in it");
+
 	for (i = 0; i < c->nr_victims; i++) {
 		if (c->victims[i].cg != MG_EPHEMERAL)
 			continue;
