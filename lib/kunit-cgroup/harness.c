@@ -20,6 +20,10 @@
 
 #include "harness.h"
 
+MODULE_DESCRIPTION("KUnit stress tests for cgroup and ucount concurrency");
+MODULE_LICENSE("GPL");
+MODULE_IMPORT_NS("EXPORTED_FOR_KUNIT_TESTING");
+
 /* Slack given to workers past their time bound before the case gives up. */
 #define CGK_STOP_SLACK_MS	30000
 /* Time the workers get to reach the start barrier. */
@@ -417,7 +421,6 @@ void cgk_gang_run(struct cgk_gang *gang)
 			   atomic_read(&gang->ready), gang->nr, CGK_START_TIMEOUT_MS);
 
 	gang->deadline = jiffies + msecs_to_jiffies(gang->duration_ms);
-	gang->started = true;
 	complete_all(&gang->go);
 
 	timeout = msecs_to_jiffies(gang->duration_ms + CGK_STOP_SLACK_MS);

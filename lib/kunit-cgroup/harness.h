@@ -76,7 +76,6 @@ struct cgk_gang_ops {
  * @running: workers that have not finished yet
  * @go: the start barrier
  * @done: completed when the last worker finishes
- * @started: whether the workers were released
  * @workers: the workers
  */
 struct cgk_gang {
@@ -93,7 +92,6 @@ struct cgk_gang {
 	atomic_t running;
 	struct completion go;
 	struct completion done;
-	bool started;
 	struct cgk_worker workers[] __counted_by(nr);
 };
 

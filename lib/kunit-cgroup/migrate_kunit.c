@@ -605,7 +605,7 @@ static struct cgroup *mg_cg(struct mg_case *c, int i)
 static void mg_check_membership(struct mg_case *c)
 {
 	struct kunit *test = c->test;
-	unsigned int found[MG_NR_CGROUPS + 1] = {}, i;
+	unsigned int i;
 	int cg;
 
 	for (i = 0; i < c->nr_victims; i++) {
@@ -622,7 +622,7 @@ static void mg_check_membership(struct mg_case *c)
 	for (cg = 0; cg <= MG_EPHEMERAL; cg++) {
 		struct css_task_iter it;
 		struct task_struct *task;
-		unsigned int expected = 0;
+		unsigned int expected = 0, found = 0;
 
 		if (!mg_cg(c, cg))
 			continue;
@@ -631,12 +631,12 @@ static void mg_check_membership(struct mg_case *c)
 			struct mg_victim *v = mg_victim_of(c, task);
 
 			if (v)
-				found[cg]++;
+				found++;
 		}
 		css_task_iter_end(&it);
 		for (i = 0; i < c->nr_victims; i++)
 			expected += c->victims[i].cg == cg;
-		KUNIT_EXPECT_EQ_MSG(test, found[cg], expected,
+		KUNIT_EXPECT_EQ_MSG(test, found, expected,
 				    "%s: task iterator and bookkeeping disagree",
 				    mg_cg_name(cg));
 	}

@@ -41,8 +41,6 @@
 
 #include "harness.h"
 
-MODULE_IMPORT_NS("EXPORTED_FOR_KUNIT_TESTING");
-
 /* Charged by nothing else for the suite's uids. */
 #define UC_TYPE			UCOUNT_CGROUP_NAMESPACES
 #define UC_RL_ADD		UCOUNT_RLIMIT_MSGQUEUE
@@ -712,6 +710,3 @@ static struct kunit_suite cgroup_ucount_suite = {
 };
 
 kunit_test_suite(cgroup_ucount_suite);
-
-MODULE_DESCRIPTION("KUnit stress tests for cgroup and ucount concurrency");
-MODULE_LICENSE("GPL");
