@@ -9,13 +9,14 @@ PYTHON ?= python3
 CGKUNIT := $(PYTHON) tools/kunit/cgkunit.py
 export KERNEL_SRC KERNEL_REF KERNEL_ARGS FILTER CGKUNIT_ACCEL
 
-.PHONY: run test kcsan lockdep-x86 check module pytest deps clean help
+.PHONY: run test kcsan kasan lockdep-x86 check module pytest deps clean help
 
 help:
 	@echo "make run      the suite on UML under lockdep (the main job)"
-	@echo "make test     the driver's tests, the suite on um-lockdep and x86_64-kcsan,"
+	@echo "make test     the driver's tests, the suite on um-lockdep, x86_64-kcsan and x86_64-kasan,"
 	@echo "              the oracle checks on broken kernels, and the =m build"
 	@echo "make kcsan    the suite on x86_64 QEMU under KCSAN"
+	@echo "make kasan    the suite on x86_64 QEMU under generic KASAN"
 	@echo "make check    prove the oracles: deliberately broken kernels must go red"
 	@echo "make module   build the suite as a module (cgroup_kunit.ko)"
 	@echo "make clean    remove build/ (sources, trees, build dirs, results)"
@@ -28,6 +29,9 @@ run: deps
 
 kcsan: deps
 	$(CGKUNIT) run --profile x86_64-kcsan
+
+kasan: deps
+	$(CGKUNIT) run --profile x86_64-kasan
 
 lockdep-x86: deps
 	$(CGKUNIT) run --profile x86_64-lockdep
@@ -44,6 +48,7 @@ pytest:
 test: deps pytest
 	$(CGKUNIT) run --profile um-lockdep
 	$(CGKUNIT) run --profile x86_64-kcsan
+	$(CGKUNIT) run --profile x86_64-kasan
 	$(CGKUNIT) module --profile um-lockdep
 	$(CGKUNIT) check
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 import pytest
 
 from cgkunit import check as ck
+from cgkunit import pipeline as pl
+from cgkunit import profile as pf
 from cgkunit import report as rp
 from cgkunit.common import DriverError
 from conftest import DATA, KUNIT_DIR
@@ -161,3 +163,26 @@ def test_expect_status_alternatives() -> None:
     only_crash = ck.parse_checks({"checks": [{"name": "x", "profile": "um-lockdep",
                                               "expect_fail": ["s.c"], "expect_status": "crash"}]})[0]
     assert not ck.evaluate(only_crash, r).ok
+
+
+def test_the_repo_checks_refer_to_what_exists() -> None:
+    """Every check names a known profile and breakage patches that exist, and
+    every breakage patch is used by some check (none rots unchecked)."""
+    repo = KUNIT_DIR.parent.parent
+    profiles = set(pf.list_profiles(repo))
+    used: set[str] = set()
+    for c in ck.load_checks(repo):
+        assert c.profile in profiles, c.name
+        for patch in c.extra_patches:
+            assert (repo / patch).is_file(), f"{c.name}: {patch}"
+            used.add(patch)
+    on_disk = {f"tools/kunit/breakage/{p.name}" for p in (KUNIT_DIR / "breakage").glob("*.patch")}
+    assert on_disk - used == set()
+
+
+def test_every_profile_has_a_make_target_and_a_readme_row() -> None:
+    repo = KUNIT_DIR.parent.parent
+    readme = (repo / "README.md").read_text()
+    for name in pf.list_profiles(repo):
+        assert pl.replay_target(repo, name).startswith("make "), name
+        assert f"| `{name}` |" in readme, name

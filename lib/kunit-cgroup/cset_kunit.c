@@ -1,0 +1,1058 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * cgroup_css_set: css_sets created and released under RCU readers, fork,
+ * exit and rmdir.
+ *
+ * A css_set is shared by every task with the same cgroup membership. Tasks
+ * and other holders (a fork in progress, a migration's preload lists) pin
+ * it with a reference; the last put unlinks it from its cgroups and the
+ * hash table under css_set_lock and frees it with kfree_rcu(), so an RCU
+ * reader that loaded task->cgroups may keep reading the set while it is
+ * being released.
+ *
+ * What races, on a test hierarchy of the default root (top; a0..a2 in it;
+ * three leaves in each a, 13 cgroups; plus, for rmdir, a leaf in top that is
+ * removed and re-created), with a gang whose workers have these roles:
+ *  - migrators move victim kthreads between the leaves and a2 through
+ *    cgroup_procs_write_for_test(). Victims are spread so that most moves
+ *    create a new css_set for the destination and drop the last reference
+ *    to the one left behind. Where the kernel has the memory and pids
+ *    controllers, they are enabled in the hierarchy (a0's leaves get both,
+ *    a1's only the first, a2's none), so sets differ in their csses too,
+ *    and in the controller cases migrators also toggle the controllers in
+ *    a0's and a1's subtree_control, which moves every task below to new
+ *    sets (cgroup_update_dfl_csses());
+ *  - victims fork kernel threads that live a little and exit inside the
+ *    test cgroups, so sets are also created by fork and released by the
+ *    exit path: cgroup_task_dead() from the scheduler and the final put in
+ *    cgroup_task_free(), from an RCU callback once kthreadd reaped them;
+ *  - RCU readers follow a victim's (or a child's, looked up by pid)
+ *    task_css_set() under rcu_read_lock(), dwell, and read through the set
+ *    while migrations and exits release it: see cs_read_cset() for what is
+ *    read without a lock and what needs css_set_lock;
+ *  - get/put workers share a few slots of css_set references: they take
+ *    references on victims' sets, take extra ones on the sets other workers
+ *    published and drop them, so the last put of a set is sometimes theirs;
+ *  - an rmdir worker removes the extra leaf while victims (and children
+ *    born there) move in and out of it and get/put workers hold its sets:
+ *    cgroup removal races the last put, which then drops the last
+ *    reference to the removed cgroup.
+ *
+ * Invariants:
+ *  - the css_set accounting is consistent (cgroup_check_css_sets_for_test(),
+ *    a walk of the hash table under css_set_lock): every task on a set's
+ *    lists points back to it, nr_tasks equals the tasks on its tasks and
+ *    mg_tasks lists, the reference count covers the tasks, every set is
+ *    linked to its default cgroup and the hash table holds css_set_count
+ *    sets. Checked every CS_CHECK_INTERVAL_MS by whichever worker comes
+ *    first (it is safe while everything runs: the walk holds css_set_lock,
+ *    under which all of this changes together), after the workers stopped,
+ *    and after teardown;
+ *  - what an RCU reader reads of a set is its own: the default cgroup is in
+ *    the test hierarchy (for victims), each css belongs to that cgroup or an
+ *    ancestor, the set is linked to its default cgroup unless it has been
+ *    released meanwhile, and nothing changes while the reader looks;
+ *  - a set someone holds a reference on is never released;
+ *  - a cgroup can be removed while a set on it is still referenced, and the
+ *    set keeps it until the last put;
+ *  - once victims are stopped and released and the hierarchy is removed,
+ *    the number of css_sets, the hash table's and the number of cgroups on
+ *    the default root are back to their baseline.
+ * The oracle (harness.c) fails a case on any refcount_t warning (a put
+ * below zero or a get on a released set), KASAN report (an RCU reader or a
+ * holder touching a freed set, with the x86_64-kasan profile), lockdep
+ * report (css_set_lock is taken from irq-disabled and softirq contexts) or
+ * KCSAN report (x86_64-kcsan).
+ */
+
+#include <linux/cgroup.h>
+#include <linux/delay.h>
+#include <linux/kthread.h>
+#include <linux/mutex.h>
+#include <linux/pid.h>
+#include <linux/rcupdate.h>
+#include <linux/sched/task.h>
+#include <linux/slab.h>
+#include <linux/spinlock.h>
+#include <linux/string.h>
+
+#include "harness.h"
+
+#define CS_NR_CGROUPS		13
+#define CS_EPHEMERAL		CS_NR_CGROUPS	/* index of the leaf rmdir races */
+#define CS_A2			3		/* the interior cgroup tasks may join */
+#define CS_NR_TARGETS		10		/* a2 and the nine leaves */
+#define CS_MAX_CHILDREN		2		/* live forked children per victim */
+#define CS_NR_SLOTS		4		/* shared css_set references */
+#define CS_MAX_LINKS		8		/* hierarchies a reader looks at */
+#define CS_READ_DWELL_US	20		/* readers hold the set this long */
+#define CS_CHECK_INTERVAL_MS	20
+#define CS_RMDIR_PATIENCE	8	/* -EBUSY in a row before evicting */
+/*
+ * Exited children are reaped by kthreadd and freed after an RCU grace
+ * period, and their last css_set put comes from that RCU callback; removed
+ * cgroups are freed by work items after further grace periods. Seconds at
+ * most even under TCG with KASAN: 10 s is a hang, not slowness.
+ */
+#define CS_SETTLE_TIMEOUT_MS	10000
+
+enum cs_flags {
+	CS_FORK		= BIT(0),	/* victims fork children that exit */
+	CS_CTRL		= BIT(1),	/* migrators toggle controllers */
+	CS_CTRL_HOT	= BIT(2),	/* ... often, and the case needs them */
+};
+
+/* Worker roles, one letter each in a case's pattern (see cs_role()). */
+enum cs_role {
+	CS_MIGRATE,	/* 'M' */
+	CS_READ,	/* 'R' */
+	CS_GETPUT,	/* 'G' */
+	CS_RMDIR,	/* 'X': worker 0 only, the others migrate */
+};
+
+struct cs_case;
+
+struct cs_victim {
+	struct cs_case *c;
+	struct task_struct *task;
+	atomic_t children;
+	int child_pid;			/* the last child forked, for readers */
+	unsigned long forks;
+	struct completion started;
+};
+
+/* A shared reference on a css_set that get/put workers fight over. */
+struct cs_slot {
+	spinlock_t lock;		/* guards cset */
+	struct css_set *cset;		/* holds one reference, or NULL */
+};
+
+struct cs_case {
+	struct kunit *test;
+	unsigned long flags;
+	const char *roles;
+	struct cgroup *cg[CS_NR_CGROUPS + 1];
+	struct mutex eph_lock;		/* guards cg[CS_EPHEMERAL] and closing */
+	struct cgroup *closing;		/* the leaf the rmdir worker is emptying */
+	unsigned int busy_tries;	/* owned by the rmdir worker */
+	unsigned int eph_gen;		/* owned by the rmdir worker */
+	struct cs_victim *victims;
+	unsigned int nr_victims;
+	bool stop_forking;
+	struct cs_slot slots[CS_NR_SLOTS];
+	/* controllers: indices into cs_controllers[] the kernel has */
+	unsigned int avail[2];
+	unsigned int nr_ctrl;
+	unsigned int root_enabled;	/* bits of cs_controllers[] we enabled */
+	struct mutex ctrl_lock;		/* guards ctrl_on and the toggles */
+	unsigned int ctrl_on[CS_NR_CGROUPS];
+	atomic_long_t next_check;
+	atomic_long_t migrated, enodev, toggles, rmdirs, ebusy, reads, released,
+		      gets, puts, checks;
+	struct css_set_check_for_test base;
+	int base_nr_cgrps;
+};
+
+static const int cs_parent[CS_NR_CGROUPS] = {
+	-1, 0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3,
+};
+
+static const char * const cs_name[CS_NR_CGROUPS] = {
+	"top", "a0", "a1", "a2", "b00", "b01", "b02", "b10", "b11", "b12",
+	"b20", "b21", "b22",
+};
+
+/* Where victims may go: a2 and the leaves, whose subtree_control stays empty. */
+static const int cs_target[CS_NR_TARGETS] = { 3, 4, 5, 6, 7, 8, 9, 10, 11, 12 };
+
+/* Controllers used where the kernel has them; the table ends with NULL. */
+static const struct cs_controller {
+	const char *name;
+	int ssid;
+} cs_controllers[] = {
+#if IS_ENABLED(CONFIG_MEMCG)
+	{ "memory", memory_cgrp_id },
+#endif
+#if IS_ENABLED(CONFIG_CGROUP_PIDS)
+	{ "pids", pids_cgrp_id },
+#endif
+	{ NULL, 0 }
+};
+
+static const char *cs_cg_name(int i)
+{
+	return i == CS_EPHEMERAL ? "ephemeral" : cs_name[i];
+}
+
+static struct cgroup *cs_where(struct task_struct *task)
+{
+	struct cgroup *cgrp;
+
+	rcu_read_lock();
+	cgrp = task_dfl_cgroup(task);
+	rcu_read_unlock();
+	return cgrp;
+}
+
+static enum cs_role cs_role(const struct cs_case *c, const struct cgk_worker *w)
+{
+	switch (c->roles[w->index % strlen(c->roles)]) {
+	case 'R':
+		return CS_READ;
+	case 'G':
+		return CS_GETPUT;
+	case 'X':
+		/* A lone worker migrates: there is nothing to remove without. */
+		return w->index || w->gang->nr == 1 ? CS_MIGRATE : CS_RMDIR;
+	default:
+		return CS_MIGRATE;
+	}
+}
+
+/* Whether a gang of @nr workers has someone in @role. */
+static bool cs_has_role(const char *roles, unsigned int nr, char role)
+{
+	unsigned int i;
+
+	if (role == 'X')
+		return roles[0] == 'X' && nr > 1;
+	for (i = 0; i < nr && roles[i]; i++) {
+		if (roles[i] == role)
+			return true;
+	}
+	return false;
+}
+
+/* ---- victims ------------------------------------------------------------ */
+
+static int cs_child_fn(void *arg)
+{
+	struct cs_victim *v = arg;
+
+	/*
+	 * Live a little: long enough for the parent to be moved away now and
+	 * then, so that this exit drops the last reference to the set they
+	 * shared.
+	 */
+	usleep_range(20, 200);
+	atomic_dec(&v->children);
+	/* Returning would take a kernel_thread() child to user mode. */
+	kthread_complete_and_exit(NULL, 0);
+}
+
+static int cs_victim_fn(void *arg)
+{
+	struct cs_victim *v = arg;
+
+	/* From here on kthread() has made this thread migratable. */
+	complete(&v->started);
+	while (!kthread_should_stop()) {
+		if ((v->c->flags & CS_FORK) && !READ_ONCE(v->c->stop_forking) &&
+		    atomic_read(&v->children) < CS_MAX_CHILDREN) {
+			pid_t pid;
+
+			/*
+			 * The child is born in this victim's css_set, but
+			 * kthreadd is its parent: kthreadd ignores SIGCHLD,
+			 * so it is reaped as soon as it exits, even after the
+			 * victim. (Orphans would go to PID 1, which does not
+			 * reap during boot, and pin their css_set.)
+			 */
+			atomic_inc(&v->children);
+			pid = kernel_thread(cs_child_fn, v, "cgk-cset-child",
+					    CLONE_PARENT | CLONE_FS | CLONE_FILES);
+			if (pid < 0) {
+				atomic_dec(&v->children);
+			} else {
+				/* read by the test thread while we run */
+				WRITE_ONCE(v->forks, v->forks + 1);
+				WRITE_ONCE(v->child_pid, pid);
+			}
+			cond_resched();
+		} else {
+			usleep_range(50, 100);
+		}
+	}
+	return 0;
+}
+
+/* ---- what workers check of a css_set ------------------------------------ */
+
+static bool cs_links(struct cgroup **cgrps, int n, struct cgroup *cgrp)
+{
+	int i;
+
+	for (i = 0; i < min(n, CS_MAX_LINKS); i++) {
+		if (cgrps[i] == cgrp)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Read through @cset, reached under rcu_read_lock() from task_css_set(): the
+ * caller is in the read-side critical section for the whole call.
+ *
+ * Without a lock, only what is fixed before the set is published and freed
+ * no earlier than the set itself: ->dfl_cgrp and ->subsys[] (RCU-freed with
+ * the set), and through them the cgroups' and csses' immutable fields
+ * (->root, ->level, ->ancestors[], css->cgroup, css->ss), which are freed
+ * after a grace period that starts after the set's last put.
+ *
+ * With css_set_lock, taken briefly by cgroup_css_set_cgroups_for_test():
+ * the cgrp_links list. Links are freed with plain kfree() on the last put,
+ * so a reader walking them under RCU alone would use freed memory.
+ */
+static void cs_read_cset(struct cgk_worker *w, struct css_set *cset,
+			 struct cgroup *top)
+{
+	struct cs_case *c = w->gang->data;
+	struct cgroup *cgrps[CS_MAX_LINKS];
+	struct cgroup *dfl = cset->dfl_cgrp;
+	int i, n;
+
+	if (!dfl || dfl->root != &cgrp_dfl_root) {
+		cgk_fail(w, "a css_set read under RCU has no default cgroup");
+		return;
+	}
+	if (top && !cgroup_is_descendant(dfl, top)) {
+		cgk_fail(w, "a victim's css_set is outside the test hierarchy");
+		return;
+	}
+
+	/* Keep the set in use while migrations and exits release it. */
+	udelay(cgk_rand(w, CS_READ_DWELL_US + 1));
+
+	for (i = 0; i < CGROUP_SUBSYS_COUNT; i++) {
+		struct cgroup_subsys_state *css = cset->subsys[i];
+
+		if (!css)
+			continue;
+		if (css->ss && css->ss->id != i) {
+			cgk_fail(w, "subsys[%d] of a css_set is a css of controller %d",
+				 i, css->ss->id);
+			return;
+		}
+		/* The effective css: the set's cgroup's or an ancestor's. */
+		if (css->cgroup->root == &cgrp_dfl_root &&
+		    !cgroup_is_descendant(dfl, css->cgroup)) {
+			cgk_fail(w, "the %s css of a css_set is not its cgroup's or an ancestor's",
+				 css->ss ? css->ss->name : "?");
+			return;
+		}
+	}
+
+	n = cgroup_css_set_cgroups_for_test(cset, cgrps, CS_MAX_LINKS);
+	if (!n)
+		atomic_long_inc(&c->released);	/* released while we looked */
+	else if (!cs_links(cgrps, n, dfl))
+		cgk_fail(w, "a live css_set is not linked to its default cgroup");
+
+	if (cset->dfl_cgrp != dfl)
+		cgk_fail(w, "the default cgroup of a css_set changed under an RCU reader");
+	atomic_long_inc(&c->reads);
+}
+
+/* A set the caller holds a reference on must be alive and linked. */
+static void cs_check_held(struct cgk_worker *w, struct css_set *cset)
+{
+	struct cgroup *cgrps[CS_MAX_LINKS];
+	int n;
+
+	n = cgroup_css_set_cgroups_for_test(cset, cgrps, CS_MAX_LINKS);
+	if (!n)
+		cgk_fail(w, "a css_set we hold a reference on was released");
+	else if (!cs_links(cgrps, n, cset->dfl_cgrp))
+		cgk_fail(w, "a css_set we hold is not linked to its default cgroup");
+}
+
+/* Any worker, at most every CS_CHECK_INTERVAL_MS: the consistency walk. */
+static void cs_maybe_check(struct cgk_worker *w)
+{
+	struct cs_case *c = w->gang->data;
+	long next = atomic_long_read(&c->next_check);
+	struct css_set_check_for_test res;
+	char buf[CGK_FAILURE_LEN - 16];
+
+	if (time_before(jiffies, (unsigned long)next) ||
+	    atomic_long_cmpxchg(&c->next_check, next,
+				jiffies + msecs_to_jiffies(CS_CHECK_INTERVAL_MS)) != next)
+		return;
+	if (cgroup_check_css_sets_for_test(&res, buf, sizeof(buf)))
+		cgk_fail(w, "while running: %s", buf);
+	atomic_long_inc(&c->checks);
+}
+
+/* ---- readers ------------------------------------------------------------ */
+
+static void cs_read_step(struct cgk_worker *w)
+{
+	struct cs_case *c = w->gang->data;
+	struct cs_victim *v = &c->victims[cgk_rand(w, c->nr_victims)];
+	bool child = (c->flags & CS_FORK) && !cgk_rand(w, 4);
+	struct task_struct *task;
+
+	rcu_read_lock();
+	if (child) {
+		pid_t pid = READ_ONCE(v->child_pid);
+
+		/*
+		 * A child found by pid stays valid until we leave the RCU
+		 * read-side section: its last reference, and so its last
+		 * css_set put, is dropped after a grace period following
+		 * its release. The pid may have been reused by any task;
+		 * its set is just as legal to read, but may be anywhere.
+		 */
+		task = pid ? pid_task(find_vpid(pid), PIDTYPE_PID) : NULL;
+	} else {
+		task = v->task;
+	}
+	if (task)
+		cs_read_cset(w, task_css_set(task), child ? NULL : c->cg[0]);
+	rcu_read_unlock();
+}
+
+/* ---- get/put workers ---------------------------------------------------- */
+
+static void cs_getput_step(struct cgk_worker *w)
+{
+	struct cs_case *c = w->gang->data;
+	struct cs_slot *s = &c->slots[cgk_rand(w, CS_NR_SLOTS)];
+	struct css_set *cset;
+
+	spin_lock(&s->lock);
+	cset = s->cset;
+	if (!cset) {
+		struct cs_victim *v = &c->victims[cgk_rand(w, c->nr_victims)];
+
+		spin_unlock(&s->lock);
+		cset = cgroup_task_get_css_set_for_test(v->task);
+		atomic_long_inc(&c->gets);
+		spin_lock(&s->lock);
+		if (!s->cset) {
+			s->cset = cset;
+			cset = NULL;
+		}
+		spin_unlock(&s->lock);
+		if (cset) {		/* another worker filled the slot */
+			cgroup_put_css_set_for_test(cset);
+			atomic_long_inc(&c->puts);
+		}
+		return;
+	}
+	if (!cgk_rand(w, 4)) {
+		/* Retire the slot's reference: maybe the last one. */
+		s->cset = NULL;
+		spin_unlock(&s->lock);
+	} else {
+		/* An extra reference on a set another worker holds. */
+		cgroup_get_css_set_for_test(cset);
+		atomic_long_inc(&c->gets);
+		spin_unlock(&s->lock);
+		udelay(cgk_rand(w, CS_READ_DWELL_US + 1));
+	}
+	cs_check_held(w, cset);
+	cgroup_put_css_set_for_test(cset);
+	atomic_long_inc(&c->puts);
+}
+
+static void cs_put_slots(struct cs_case *c)
+{
+	unsigned int i;
+
+	for (i = 0; i < CS_NR_SLOTS; i++) {
+		struct css_set *cset;
+
+		spin_lock(&c->slots[i].lock);
+		cset = c->slots[i].cset;
+		c->slots[i].cset = NULL;
+		spin_unlock(&c->slots[i].lock);
+		if (cset) {
+			cgroup_put_css_set_for_test(cset);
+			atomic_long_inc(&c->puts);
+		}
+	}
+}
+
+/* ---- migrators and controller toggles ----------------------------------- */
+
+/* Flip one controller in a0's or a1's subtree_control. */
+static void cs_toggle_step(struct cgk_worker *w)
+{
+	struct cs_case *c = w->gang->data;
+	unsigned int k = c->avail[cgk_rand(w, c->nr_ctrl)];
+	int a = 1 + cgk_rand(w, 2);
+	char buf[16];
+	bool on;
+	int ret;
+
+	mutex_lock(&c->ctrl_lock);
+	on = c->ctrl_on[a] & BIT(k);
+	snprintf(buf, sizeof(buf), "%c%s", on ? '-' : '+', cs_controllers[k].name);
+	ret = cgroup_subtree_control_write_for_test(c->cg[a], buf);
+	if (!ret) {
+		c->ctrl_on[a] ^= BIT(k);
+		atomic_long_inc(&c->toggles);
+	} else {
+		cgk_fail(w, "writing \"%s\" to %s's subtree_control: %d",
+			 buf, cs_name[a], ret);
+	}
+	mutex_unlock(&c->ctrl_lock);
+}
+
+/* A reference on the current ephemeral leaf, or NULL while there is none. */
+static struct cgroup *cs_get_ephemeral(struct cs_case *c)
+{
+	struct cgroup *cgrp;
+
+	mutex_lock(&c->eph_lock);
+	cgrp = c->cg[CS_EPHEMERAL];
+	if (cgrp)
+		cgroup_get(cgrp);
+	mutex_unlock(&c->eph_lock);
+	return cgrp;
+}
+
+static void cs_migrate_step(struct cgk_worker *w)
+{
+	struct cs_case *c = w->gang->data;
+	struct cs_victim *v = &c->victims[cgk_rand(w, c->nr_victims)];
+	bool rmdir = cs_has_role(c->roles, w->gang->nr, 'X');
+	unsigned int odds = (c->flags & CS_CTRL_HOT) ? 4 : 32;
+	unsigned int t;
+	struct cgroup *to;
+	int ret;
+
+	if ((c->flags & CS_CTRL) && c->nr_ctrl && !cgk_rand(w, odds)) {
+		cs_toggle_step(w);
+		return;
+	}
+
+	t = cgk_rand(w, rmdir ? CS_NR_TARGETS + 1 : CS_NR_TARGETS);
+	if (t == CS_NR_TARGETS) {
+		to = cs_get_ephemeral(c);
+		if (!to)
+			return;
+	} else {
+		to = c->cg[cs_target[t]];
+		cgroup_get(to);
+	}
+
+	ret = cgroup_procs_write_for_test(to, v->task);
+	if (!ret)
+		atomic_long_inc(&c->migrated);
+	else if (ret == -ENODEV && t == CS_NR_TARGETS)
+		atomic_long_inc(&c->enodev);	/* the leaf was just removed */
+	else
+		cgk_fail(w, "migration to %s failed: %d",
+			 cs_cg_name(t == CS_NR_TARGETS ? CS_EPHEMERAL : cs_target[t]),
+			 ret);
+	cgroup_put(to);
+}
+
+/* ---- rmdir -------------------------------------------------------------- */
+
+/* Move the victims out of @cgrp, which the rmdir worker wants to remove. */
+static int cs_evict(struct cs_case *c, struct cgroup *cgrp)
+{
+	unsigned int i;
+	int ret;
+
+	for (i = 0; i < c->nr_victims; i++) {
+		struct task_struct *task = c->victims[i].task;
+
+		if (cs_where(task) != cgrp)
+			continue;
+		ret = cgroup_procs_write_for_test(c->cg[CS_A2], task);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/*
+ * Worker 0 of an rmdir case: remove the ephemeral leaf while migrations
+ * target it and sets on it are still referenced (by children that exited
+ * but are not freed yet, and by get/put workers), keep it published a
+ * little once removed (migrations into it must now fail with -ENODEV), then
+ * publish a new one. After repeated -EBUSY, close it to new migrations and
+ * move the victims out.
+ */
+static void cs_rmdir_step(struct cgk_worker *w)
+{
+	struct cs_case *c = w->gang->data;
+	struct cgroup *target, *new;
+	char name[24];
+	int ret;
+
+	mutex_lock(&c->eph_lock);
+	target = c->closing ?: c->cg[CS_EPHEMERAL];
+	mutex_unlock(&c->eph_lock);
+	if (!target)
+		return;
+
+	ret = cgroup_destroy_for_test(target);
+	if (ret == -EBUSY) {
+		atomic_long_inc(&c->ebusy);
+		if (++c->busy_tries < CS_RMDIR_PATIENCE) {
+			usleep_range(50, 100);
+			return;
+		}
+		if (!c->closing) {
+			mutex_lock(&c->eph_lock);
+			c->closing = target;
+			c->cg[CS_EPHEMERAL] = NULL;
+			mutex_unlock(&c->eph_lock);
+		}
+		ret = cs_evict(c, target);
+		if (ret)
+			cgk_fail(w, "moving victims out of the leaf to remove: %d", ret);
+		return;
+	}
+	if (ret) {
+		cgk_fail(w, "removing the ephemeral leaf: %d", ret);
+		return;
+	}
+	atomic_long_inc(&c->rmdirs);
+	c->busy_tries = 0;
+	usleep_range(200, 400);
+
+	snprintf(name, sizeof(name), "eph%u", ++c->eph_gen);
+	new = cgroup_create_for_test(c->cg[0], name);
+	if (IS_ERR(new)) {
+		cgk_fail(w, "creating %s: %pe", name, new);
+		new = NULL;
+	}
+	mutex_lock(&c->eph_lock);
+	c->cg[CS_EPHEMERAL] = new;
+	c->closing = NULL;
+	mutex_unlock(&c->eph_lock);
+	cgroup_put(target);
+}
+
+static void cs_step(struct cgk_worker *w)
+{
+	struct cs_case *c = w->gang->data;
+
+	cs_maybe_check(w);
+	switch (cs_role(c, w)) {
+	case CS_READ:
+		cs_read_step(w);
+		break;
+	case CS_GETPUT:
+		cs_getput_step(w);
+		break;
+	case CS_RMDIR:
+		cs_rmdir_step(w);
+		break;
+	default:
+		cs_migrate_step(w);
+		break;
+	}
+}
+
+static const struct cgk_gang_ops cs_gang_ops = {
+	.step = cs_step,
+};
+
+/* ---- fixture ------------------------------------------------------------ */
+
+static bool cs_children_gone(void *arg)
+{
+	struct cs_case *c = arg;
+	unsigned int i;
+
+	for (i = 0; i < c->nr_victims; i++) {
+		if (atomic_read(&c->victims[i].children))
+			return false;
+	}
+	return true;
+}
+
+static void cs_stop_victims(struct cs_case *c)
+{
+	unsigned int i;
+
+	WRITE_ONCE(c->stop_forking, true);
+	for (i = 0; i < c->nr_victims; i++) {
+		struct cs_victim *v = &c->victims[i];
+
+		if (v->task) {
+			kthread_stop_put(v->task);
+			v->task = NULL;
+		}
+	}
+	cgk_wait_for(cs_children_gone, c, CS_SETTLE_TIMEOUT_MS);
+}
+
+static bool cs_removed(void *arg)
+{
+	struct cs_case *c = arg;
+	int i, busy = 0;
+
+	if (c->closing) {
+		if (cgroup_destroy_for_test(c->closing) == -EBUSY)
+			return false;
+		cgroup_put(c->closing);
+		c->closing = NULL;
+	}
+
+	for (i = CS_EPHEMERAL; i >= 0; i--) {
+		if (!c->cg[i])
+			continue;
+		if (cgroup_destroy_for_test(c->cg[i]) == -EBUSY) {
+			busy++;
+			continue;
+		}
+		cgroup_put(c->cg[i]);
+		c->cg[i] = NULL;
+	}
+	return !busy;
+}
+
+static int cs_write_control(struct cgroup *cgrp, char sign, unsigned int k)
+{
+	char buf[16];
+
+	snprintf(buf, sizeof(buf), "%c%s", sign, cs_controllers[k].name);
+	return cgroup_subtree_control_write_for_test(cgrp, buf);
+}
+
+/* Give the root's subtree_control back the controllers we enabled there. */
+static void cs_restore_root(struct cs_case *c)
+{
+	unsigned int k;
+	int ret;
+
+	for (k = 0; cs_controllers[k].name; k++) {
+		if (!(c->root_enabled & BIT(k)))
+			continue;
+		ret = cs_write_control(&cgrp_dfl_root.cgrp, '-', k);
+		if (ret)
+			KUNIT_FAIL(c->test, "restoring the root's subtree_control: -%s: %d",
+				   cs_controllers[k].name, ret);
+		c->root_enabled &= ~BIT(k);
+	}
+}
+
+/* Cleanup action: stop everything, remove the hierarchy, whatever failed. */
+static void cs_teardown(void *arg)
+{
+	struct cs_case *c = arg;
+
+	cs_put_slots(c);
+	cs_stop_victims(c);
+	/* Exited victims leave their cgroups once their tasks are released. */
+	if (!cgk_wait_for(cs_removed, c, CS_SETTLE_TIMEOUT_MS))
+		KUNIT_FAIL(c->test, "test cgroups still busy %d ms after the victims exited",
+			   CS_SETTLE_TIMEOUT_MS);
+	else
+		cs_restore_root(c);
+}
+
+/*
+ * Enable the controllers the kernel has on the root, where they are not
+ * yet; the ones compiled out or disabled at boot are left out.
+ */
+static void cs_enable_root_controllers(struct cs_case *c)
+{
+	struct kunit *test = c->test;
+	unsigned int k;
+	u16 mask;
+	int ret;
+
+	cgroup_lock();
+	mask = cgrp_dfl_root.cgrp.subtree_control;
+	cgroup_unlock();
+
+	for (k = 0; cs_controllers[k].name; k++) {
+		if (!(mask & BIT(cs_controllers[k].ssid))) {
+			ret = cs_write_control(&cgrp_dfl_root.cgrp, '+', k);
+			if (ret == -EINVAL || ret == -ENOENT) {
+				kunit_info(test, "%s controller not available (%d): not using it\n",
+					   cs_controllers[k].name, ret);
+				continue;
+			}
+			KUNIT_ASSERT_EQ_MSG(test, ret, 0, "enabling %s on the root cgroup",
+					    cs_controllers[k].name);
+			c->root_enabled |= BIT(k);
+		}
+		c->avail[c->nr_ctrl++] = k;
+	}
+}
+
+/* top and a0 get every controller, a1 the first, a2 none. */
+static void cs_enable_controllers(struct cs_case *c)
+{
+	struct kunit *test = c->test;
+	unsigned int i;
+
+	for (i = 0; i < c->nr_ctrl; i++) {
+		unsigned int k = c->avail[i];
+
+		KUNIT_ASSERT_EQ_MSG(test, cs_write_control(c->cg[0], '+', k), 0,
+				    "enabling %s on top", cs_controllers[k].name);
+		KUNIT_ASSERT_EQ_MSG(test, cs_write_control(c->cg[1], '+', k), 0,
+				    "enabling %s on a0", cs_controllers[k].name);
+		c->ctrl_on[1] |= BIT(k);
+		if (i)
+			continue;
+		KUNIT_ASSERT_EQ_MSG(test, cs_write_control(c->cg[2], '+', k), 0,
+				    "enabling %s on a1", cs_controllers[k].name);
+		c->ctrl_on[2] |= BIT(k);
+	}
+}
+
+static struct cs_case *cs_setup(struct kunit *test, unsigned long flags,
+				const char *roles, unsigned int nr_victims)
+{
+	char buf[CGK_FAILURE_LEN];
+	struct cs_case *c;
+	unsigned int i;
+
+	c = kunit_kzalloc(test, sizeof(*c), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, c);
+	c->test = test;
+	c->flags = flags;
+	c->roles = roles;
+	mutex_init(&c->eph_lock);
+	mutex_init(&c->ctrl_lock);
+	for (i = 0; i < CS_NR_SLOTS; i++)
+		spin_lock_init(&c->slots[i].lock);
+	atomic_long_set(&c->next_check, jiffies);
+	c->victims = kunit_kcalloc(test, nr_victims, sizeof(*c->victims), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, c->victims);
+
+	KUNIT_ASSERT_EQ_MSG(test, cgroup_check_css_sets_for_test(&c->base, buf, sizeof(buf)),
+			    0, "css_set accounting broken before the case: %s", buf);
+	c->base_nr_cgrps = atomic_read(&cgrp_dfl_root.nr_cgrps);
+	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, cs_teardown, c));
+
+	cs_enable_root_controllers(c);
+	for (i = 0; i < CS_NR_CGROUPS; i++) {
+		struct cgroup *parent = cs_parent[i] < 0 ? &cgrp_dfl_root.cgrp :
+							     c->cg[cs_parent[i]];
+		char name[32];
+
+		/* The top gets a unique name: a failed case may leave one. */
+		if (i)
+			strscpy(name, cs_name[i]);
+		else
+			snprintf(name, sizeof(name), "cgk-cset-%d", test->param_index);
+		c->cg[i] = cgroup_create_for_test(parent, name);
+		KUNIT_ASSERT_NOT_ERR_OR_NULL_MSG(test, c->cg[i], "creating %s", name);
+	}
+	cs_enable_controllers(c);
+	if (roles[0] == 'X') {
+		c->cg[CS_EPHEMERAL] = cgroup_create_for_test(c->cg[0], "eph0");
+		KUNIT_ASSERT_NOT_ERR_OR_NULL(test, c->cg[CS_EPHEMERAL]);
+	}
+
+	c->nr_victims = nr_victims;
+	for (i = 0; i < nr_victims; i++) {
+		struct cs_victim *v = &c->victims[i];
+		int dst = cs_target[i % CS_NR_TARGETS];
+		struct task_struct *task;
+
+		v->c = c;
+		atomic_set(&v->children, 0);
+		init_completion(&v->started);
+		task = kthread_create(cs_victim_fn, v, "cgk-cset-%u", i);
+		KUNIT_ASSERT_NOT_ERR_OR_NULL(test, task);
+		get_task_struct(task);
+		v->task = task;
+		wake_up_process(task);
+		wait_for_completion(&v->started);
+		KUNIT_ASSERT_EQ_MSG(test, 0, cgroup_procs_write_for_test(c->cg[dst], task),
+				    "moving victim %u into %s", i, cs_name[dst]);
+	}
+	return c;
+}
+
+/* ---- checks ------------------------------------------------------------- */
+
+static bool cs_leaf_removed(void *arg)
+{
+	struct cgroup *leaf = arg;
+
+	return cgroup_destroy_for_test(leaf) != -EBUSY;
+}
+
+/*
+ * How the rmdir worker's race went depends on the machine, so check its
+ * rule once more without the race: a cgroup whose only css_set has no task
+ * left but is still referenced can be removed, the set keeps the removed
+ * cgroup linked until its last put, and that put then lets the cgroup go
+ * (checked by the baseline after teardown).
+ */
+static void cs_check_rmdir_last_put(struct cs_case *c)
+{
+	struct kunit *test = c->test;
+	struct cgroup *cgrps[CS_MAX_LINKS];
+	struct task_struct *task = c->victims[0].task;
+	struct cgroup *leaf = c->closing ?: c->cg[CS_EPHEMERAL];
+	struct css_set *cset;
+	int n;
+
+	if (!leaf)
+		return;		/* the worker failed to make one: reported */
+
+	KUNIT_ASSERT_EQ(test, 0, cgroup_procs_write_for_test(leaf, task));
+	cset = cgroup_task_get_css_set_for_test(task);
+	KUNIT_EXPECT_PTR_EQ(test, cset->dfl_cgrp, leaf);
+	KUNIT_EXPECT_EQ(test, 0, cs_evict(c, leaf));
+
+	/* Children born in the leaf may still be exiting. */
+	if (!cgk_wait_for(cs_leaf_removed, leaf, CS_SETTLE_TIMEOUT_MS))
+		KUNIT_FAIL(test, "the emptied leaf was still busy after %d ms",
+			   CS_SETTLE_TIMEOUT_MS);
+	KUNIT_EXPECT_TRUE(test, cgroup_is_dead(leaf));
+
+	n = cgroup_css_set_cgroups_for_test(cset, cgrps, CS_MAX_LINKS);
+	KUNIT_EXPECT_GT_MSG(test, n, 0, "a css_set we hold was released with its cgroup");
+	KUNIT_EXPECT_TRUE_MSG(test, cs_links(cgrps, n, leaf),
+			      "a css_set we hold lost the link to its removed cgroup");
+	cgroup_put_css_set_for_test(cset);
+}
+
+static void cs_check_accounting(struct cs_case *c, const char *when)
+{
+	struct css_set_check_for_test res;
+	char buf[CGK_FAILURE_LEN];
+
+	KUNIT_EXPECT_EQ_MSG(c->test, cgroup_check_css_sets_for_test(&res, buf, sizeof(buf)),
+			    0, "css_set accounting %s: %s", when, buf);
+}
+
+static bool cs_settled(void *arg)
+{
+	struct cs_case *c = arg;
+
+	return cgroup_nr_css_sets_for_test() == c->base.nr_css_sets &&
+	       atomic_read(&cgrp_dfl_root.nr_cgrps) == c->base_nr_cgrps;
+}
+
+/* ---- the cases ---------------------------------------------------------- */
+
+static void cs_run(struct kunit *test, unsigned long flags, const char *roles)
+{
+	unsigned int nr = cgk_param_threads(test);
+	struct css_set_check_for_test res;
+	char buf[CGK_FAILURE_LEN];
+	unsigned long forks = 0;
+	struct cgk_gang *gang;
+	struct cs_case *c;
+	unsigned int i;
+
+	c = cs_setup(test, flags, roles, max(nr / 2, 2U) + 2);
+	if ((flags & CS_CTRL_HOT) && !c->nr_ctrl)
+		kunit_skip(test, "neither the memory nor the pids controller is available");
+
+	gang = cgk_gang_create(test, nr, &cs_gang_ops, c);
+	KUNIT_ASSERT_NOT_NULL(test, gang);
+	cgk_gang_run(gang);
+	cgk_gang_report(gang);
+
+	for (i = 0; i < c->nr_victims; i++)
+		forks += READ_ONCE(c->victims[i].forks);
+	kunit_info(test, "%ld migrations (%ld -ENODEV), %ld controller toggles, %ld rmdirs (%ld -EBUSY), %lu forks\n",
+		   atomic_long_read(&c->migrated), atomic_long_read(&c->enodev),
+		   atomic_long_read(&c->toggles), atomic_long_read(&c->rmdirs),
+		   atomic_long_read(&c->ebusy), forks);
+	kunit_info(test, "%ld RCU reads (%ld of a set released meanwhile), %ld gets, %ld puts, %ld accounting checks\n",
+		   atomic_long_read(&c->reads), atomic_long_read(&c->released),
+		   atomic_long_read(&c->gets), atomic_long_read(&c->puts),
+		   atomic_long_read(&c->checks));
+
+	KUNIT_EXPECT_GT_MSG(test, atomic_long_read(&c->migrated), 0L, "no migration succeeded");
+	if (cs_has_role(roles, nr, 'R'))
+		KUNIT_EXPECT_GT_MSG(test, atomic_long_read(&c->reads), 0L, "no RCU read");
+	if (cs_has_role(roles, nr, 'G'))
+		KUNIT_EXPECT_GT_MSG(test, atomic_long_read(&c->gets), 0L, "no css_set get");
+	if (flags & CS_FORK)
+		KUNIT_EXPECT_GT_MSG(test, forks, 0UL, "the victims never forked");
+	if (flags & CS_CTRL_HOT)
+		KUNIT_EXPECT_GT_MSG(test, atomic_long_read(&c->toggles), 0L,
+				    "no controller was toggled");
+
+	/* Victims are idle from here on; their children finish exiting. */
+	WRITE_ONCE(c->stop_forking, true);
+	cs_check_accounting(c, "after the workers stopped");
+	if (cs_has_role(roles, nr, 'X'))
+		cs_check_rmdir_last_put(c);
+
+	cs_teardown(c);
+	if (!cgk_wait_for(cs_settled, c, CS_SETTLE_TIMEOUT_MS))
+		KUNIT_FAIL(test,
+			   "css_sets %u (baseline %u), cgroups %d (baseline %d) %d ms after teardown",
+			   cgroup_nr_css_sets_for_test(), c->base.nr_css_sets,
+			   atomic_read(&cgrp_dfl_root.nr_cgrps), c->base_nr_cgrps,
+			   CS_SETTLE_TIMEOUT_MS);
+	if (cgroup_check_css_sets_for_test(&res, buf, sizeof(buf)))
+		KUNIT_FAIL(test, "css_set accounting after teardown: %s", buf);
+	KUNIT_EXPECT_EQ_MSG(test, res.nr_hashed, c->base.nr_hashed,
+			    "css_sets in the hash table %u (baseline %u)",
+			    res.nr_hashed, c->base.nr_hashed);
+}
+
+/* Migrations create and release sets under RCU readers. */
+static void cset_migrate_churn(struct kunit *test)
+{
+	cs_run(test, CS_CTRL, "MRMM");
+}
+
+/* Victims fork children that exit: sets released from the exit path. */
+static void cset_fork_exit(struct kunit *test)
+{
+	cs_run(test, CS_FORK, "MRMM");
+}
+
+/* Several workers get and put references on the same sets. */
+static void cset_shared_get_put(struct kunit *test)
+{
+	cs_run(test, CS_FORK, "MGGR");
+}
+
+/* A leaf is removed while its sets are referenced and being released. */
+static void cset_rmdir_last_put(struct kunit *test)
+{
+	cs_run(test, CS_FORK, "XMGR");
+}
+
+/* Controllers come and go below a0 and a1, moving every task to new sets. */
+static void cset_controller_churn(struct kunit *test)
+{
+	cs_run(test, CS_CTRL | CS_CTRL_HOT, "MRMG");
+}
+
+/* Everything at once. */
+static void cset_everything(struct kunit *test)
+{
+	cs_run(test, CS_FORK | CS_CTRL, "XMRG");
+}
+
+/* Each case takes its time bound plus the teardown: KUnit calls that slow. */
+#define CS_CASE(fn) \
+	KUNIT_CASE_PARAM_ATTR(fn, cgk_threads_gen, { .speed = KUNIT_SPEED_SLOW })
+
+static struct kunit_case cgroup_css_set_cases[] = {
+	CS_CASE(cset_migrate_churn),
+	CS_CASE(cset_fork_exit),
+	CS_CASE(cset_shared_get_put),
+	CS_CASE(cset_rmdir_last_put),
+	CS_CASE(cset_controller_churn),
+	CS_CASE(cset_everything),
+	{}
+};
+
+/* Works in either attach-lock mode: cgroup_migrate_dynmods may come first. */
+static struct kunit_suite cgroup_css_set_suite = {
+	.name = "cgroup_css_set",
+	.suite_init = cgk_suite_init,
+	.suite_exit = cgk_suite_exit,
+	.init = cgk_case_init,
+	.exit = cgk_case_exit,
+	.test_cases = cgroup_css_set_cases,
+};
+
+kunit_test_suites(&cgroup_css_set_suite);
