@@ -82,7 +82,6 @@
 #define CS_EPHEMERAL		CS_NR_CGROUPS	/* index of the leaf rmdir races */
 #define CS_A2			3		/* the interior cgroup tasks may join */
 #define CS_NR_TARGETS		10		/* a2 and the nine leaves */
-#define CS_MAX_CHILDREN		2		/* live forked children per victim */
 #define CS_NR_SLOTS		4		/* shared css_set references */
 #define CS_MAX_LINKS		8		/* hierarchies a reader looks at */
 #define CS_READ_DWELL_US	20		/* readers hold the set this long */
@@ -110,17 +109,6 @@ enum cs_role {
 	CS_RMDIR,	/* 'X': worker 0 only, the others migrate */
 };
 
-struct cs_case;
-
-struct cs_victim {
-	struct cs_case *c;
-	struct task_struct *task;
-	atomic_t children;
-	int child_pid;			/* the last child forked, for readers */
-	unsigned long forks;
-	struct completion started;
-};
-
 /* A shared reference on a css_set that get/put workers fight over. */
 struct cs_slot {
 	spinlock_t lock;		/* guards cset */
@@ -136,9 +124,7 @@ struct cs_case {
 	struct cgroup *closing;		/* the leaf the rmdir worker is emptying */
 	unsigned int busy_tries;	/* owned by the rmdir worker */
 	unsigned int eph_gen;		/* owned by the rmdir worker */
-	struct cs_victim *victims;
-	unsigned int nr_victims;
-	bool stop_forking;
+	struct cgk_herd *herd;
 	struct cs_slot slots[CS_NR_SLOTS];
 	/* controllers: indices into cs_controllers[] the kernel has */
 	unsigned int avail[2];
@@ -221,59 +207,6 @@ static bool cs_has_role(const char *roles, unsigned int nr, char role)
 			return true;
 	}
 	return false;
-}
-
-/* ---- victims ------------------------------------------------------------ */
-
-static int cs_child_fn(void *arg)
-{
-	struct cs_victim *v = arg;
-
-	/*
-	 * Live a little: long enough for the parent to be moved away now and
-	 * then, so that this exit drops the last reference to the set they
-	 * shared.
-	 */
-	usleep_range(20, 200);
-	atomic_dec(&v->children);
-	/* Returning would take a kernel_thread() child to user mode. */
-	kthread_complete_and_exit(NULL, 0);
-}
-
-static int cs_victim_fn(void *arg)
-{
-	struct cs_victim *v = arg;
-
-	/* From here on kthread() has made this thread migratable. */
-	complete(&v->started);
-	while (!kthread_should_stop()) {
-		if ((v->c->flags & CS_FORK) && !READ_ONCE(v->c->stop_forking) &&
-		    atomic_read(&v->children) < CS_MAX_CHILDREN) {
-			pid_t pid;
-
-			/*
-			 * The child is born in this victim's css_set, but
-			 * kthreadd is its parent: kthreadd ignores SIGCHLD,
-			 * so it is reaped as soon as it exits, even after the
-			 * victim. (Orphans would go to PID 1, which does not
-			 * reap during boot, and pin their css_set.)
-			 */
-			atomic_inc(&v->children);
-			pid = kernel_thread(cs_child_fn, v, "cgk-cset-child",
-					    CLONE_PARENT | CLONE_FS | CLONE_FILES);
-			if (pid < 0) {
-				atomic_dec(&v->children);
-			} else {
-				/* read by the test thread while we run */
-				WRITE_ONCE(v->forks, v->forks + 1);
-				WRITE_ONCE(v->child_pid, pid);
-			}
-			cond_resched();
-		} else {
-			usleep_range(50, 100);
-		}
-	}
-	return 0;
 }
 
 /* ---- what workers check of a css_set ------------------------------------ */
@@ -388,7 +321,7 @@ static void cs_maybe_check(struct cgk_worker *w)
 static void cs_read_step(struct cgk_worker *w)
 {
 	struct cs_case *c = w->gang->data;
-	struct cs_victim *v = &c->victims[cgk_rand(w, c->nr_victims)];
+	struct cgk_victim *v = &c->herd->victims[cgk_rand(w, c->herd->nr)];
 	bool child = (c->flags & CS_FORK) && !cgk_rand(w, 4);
 	struct task_struct *task;
 
@@ -423,7 +356,7 @@ static void cs_getput_step(struct cgk_worker *w)
 	spin_lock(&s->lock);
 	cset = s->cset;
 	if (!cset) {
-		struct cs_victim *v = &c->victims[cgk_rand(w, c->nr_victims)];
+		struct cgk_victim *v = &c->herd->victims[cgk_rand(w, c->herd->nr)];
 
 		spin_unlock(&s->lock);
 		cset = cgroup_task_get_css_set_for_test(v->task);
@@ -516,7 +449,7 @@ static struct cgroup *cs_get_ephemeral(struct cs_case *c)
 static void cs_migrate_step(struct cgk_worker *w)
 {
 	struct cs_case *c = w->gang->data;
-	struct cs_victim *v = &c->victims[cgk_rand(w, c->nr_victims)];
+	struct cgk_victim *v = &c->herd->victims[cgk_rand(w, c->herd->nr)];
 	bool rmdir = cs_has_role(c->roles, w->gang->nr, 'X');
 	unsigned int odds = (c->flags & CS_CTRL_HOT) ? 4 : 32;
 	unsigned int t;
@@ -558,8 +491,8 @@ static int cs_evict(struct cs_case *c, struct cgroup *cgrp)
 	unsigned int i;
 	int ret;
 
-	for (i = 0; i < c->nr_victims; i++) {
-		struct task_struct *task = c->victims[i].task;
+	for (i = 0; i < c->herd->nr; i++) {
+		struct task_struct *task = c->herd->victims[i].task;
 
 		if (cs_where(task) != cgrp)
 			continue;
@@ -657,34 +590,6 @@ static const struct cgk_gang_ops cs_gang_ops = {
 
 /* ---- fixture ------------------------------------------------------------ */
 
-static bool cs_children_gone(void *arg)
-{
-	struct cs_case *c = arg;
-	unsigned int i;
-
-	for (i = 0; i < c->nr_victims; i++) {
-		if (atomic_read(&c->victims[i].children))
-			return false;
-	}
-	return true;
-}
-
-static void cs_stop_victims(struct cs_case *c)
-{
-	unsigned int i;
-
-	WRITE_ONCE(c->stop_forking, true);
-	for (i = 0; i < c->nr_victims; i++) {
-		struct cs_victim *v = &c->victims[i];
-
-		if (v->task) {
-			kthread_stop_put(v->task);
-			v->task = NULL;
-		}
-	}
-	cgk_wait_for(cs_children_gone, c, CS_SETTLE_TIMEOUT_MS);
-}
-
 static bool cs_removed(void *arg)
 {
 	struct cs_case *c = arg;
@@ -741,7 +646,7 @@ static void cs_teardown(void *arg)
 	struct cs_case *c = arg;
 
 	cs_put_slots(c);
-	cs_stop_victims(c);
+	cgk_herd_stop(c->herd, CS_SETTLE_TIMEOUT_MS);
 	/* Exited victims leave their cgroups once their tasks are released. */
 	if (!cgk_wait_for(cs_removed, c, CS_SETTLE_TIMEOUT_MS))
 		KUNIT_FAIL(c->test, "test cgroups still busy %d ms after the victims exited",
@@ -820,8 +725,8 @@ static struct cs_case *cs_setup(struct kunit *test, unsigned long flags,
 	for (i = 0; i < CS_NR_SLOTS; i++)
 		spin_lock_init(&c->slots[i].lock);
 	atomic_long_set(&c->next_check, jiffies);
-	c->victims = kunit_kcalloc(test, nr_victims, sizeof(*c->victims), GFP_KERNEL);
-	KUNIT_ASSERT_NOT_NULL(test, c->victims);
+	c->herd = cgk_herd_alloc(test, nr_victims, (flags & CS_FORK) ? CGK_VICTIM_FORK : 0);
+	KUNIT_ASSERT_NOT_NULL(test, c->herd);
 
 	KUNIT_ASSERT_EQ_MSG(test, cgroup_check_css_sets_for_test(&c->base, buf, sizeof(buf)),
 			    0, "css_set accounting broken before the case: %s", buf);
@@ -848,21 +753,12 @@ static struct cs_case *cs_setup(struct kunit *test, unsigned long flags,
 		KUNIT_ASSERT_NOT_ERR_OR_NULL(test, c->cg[CS_EPHEMERAL]);
 	}
 
-	c->nr_victims = nr_victims;
 	for (i = 0; i < nr_victims; i++) {
-		struct cs_victim *v = &c->victims[i];
 		int dst = cs_target[i % CS_NR_TARGETS];
 		struct task_struct *task;
 
-		v->c = c;
-		atomic_set(&v->children, 0);
-		init_completion(&v->started);
-		task = kthread_create(cs_victim_fn, v, "cgk-cset-%u", i);
+		task = cgk_herd_start(c->herd, i, "cgk-cset");
 		KUNIT_ASSERT_NOT_ERR_OR_NULL(test, task);
-		get_task_struct(task);
-		v->task = task;
-		wake_up_process(task);
-		wait_for_completion(&v->started);
 		KUNIT_ASSERT_EQ_MSG(test, 0, cgroup_procs_write_for_test(c->cg[dst], task),
 				    "moving victim %u into %s", i, cs_name[dst]);
 	}
@@ -889,7 +785,7 @@ static void cs_check_rmdir_last_put(struct cs_case *c)
 {
 	struct kunit *test = c->test;
 	struct cgroup *cgrps[CS_MAX_LINKS];
-	struct task_struct *task = c->victims[0].task;
+	struct task_struct *task = c->herd->victims[0].task;
 	struct cgroup *leaf = c->closing ?: c->cg[CS_EPHEMERAL];
 	struct css_set *cset;
 	int n;
@@ -939,10 +835,9 @@ static void cs_run(struct kunit *test, unsigned long flags, const char *roles)
 	unsigned int nr = cgk_param_threads(test);
 	struct css_set_check_for_test res;
 	char buf[CGK_FAILURE_LEN];
-	unsigned long forks = 0;
+	unsigned long forks;
 	struct cgk_gang *gang;
 	struct cs_case *c;
-	unsigned int i;
 
 	c = cs_setup(test, flags, roles, max(nr / 2, 2U) + 2);
 	if ((flags & CS_CTRL_HOT) && !c->nr_ctrl)
@@ -953,8 +848,7 @@ static void cs_run(struct kunit *test, unsigned long flags, const char *roles)
 	cgk_gang_run(gang);
 	cgk_gang_report(gang);
 
-	for (i = 0; i < c->nr_victims; i++)
-		forks += READ_ONCE(c->victims[i].forks);
+	forks = cgk_herd_forks(c->herd);
 	kunit_info(test, "%ld migrations (%ld -ENODEV), %ld controller toggles, %ld rmdirs (%ld -EBUSY), %lu forks\n",
 		   atomic_long_read(&c->migrated), atomic_long_read(&c->enodev),
 		   atomic_long_read(&c->toggles), atomic_long_read(&c->rmdirs),
@@ -976,7 +870,7 @@ static void cs_run(struct kunit *test, unsigned long flags, const char *roles)
 				    "no controller was toggled");
 
 	/* Victims are idle from here on; their children finish exiting. */
-	WRITE_ONCE(c->stop_forking, true);
+	cgk_herd_stop_forking(c->herd);
 	cs_check_accounting(c, "after the workers stopped");
 	if (cs_has_role(roles, nr, 'X'))
 		cs_check_rmdir_last_put(c);

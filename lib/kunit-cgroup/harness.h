@@ -8,10 +8,14 @@
  * first failure of any worker, and records its first failure for the test
  * thread to report: workers never use KUNIT_ASSERT_*() themselves.
  *
+ * A herd is the set of victims of a case: kthreads that workers move between
+ * cgroups while they fork children and add threads that soon exit
+ * (victims.c, built with the cgroup test helpers of the series).
+ *
  * The oracle watches the console while a case runs and turns any lockdep,
  * KCSAN, KASAN, refcount_t, WARNING or BUG report into a failure of that
- * case, quoting the report's title. It is armed by cgk_suite_init_case()
- * and checked by cgk_suite_exit_case(), which every suite uses as its
+ * case, quoting the report's title. It is armed by cgk_case_init()
+ * and checked by cgk_case_exit(), which every suite uses as its
  * .init and .exit.
  */
 #ifndef _CGROUP_KUNIT_HARNESS_H
@@ -19,6 +23,7 @@
 
 #include <kunit/test.h>
 #include <linux/atomic.h>
+#include <linux/bits.h>
 #include <linux/completion.h>
 #include <linux/prandom.h>
 #include <linux/types.h>
@@ -143,5 +148,66 @@ void cgk_case_exit(struct kunit *test);
 
 /* Polling with an explained bound, for work finished asynchronously. */
 bool cgk_wait_for(bool (*cond)(void *arg), void *arg, unsigned int timeout_ms);
+
+/*
+ * Victims (victims.c): kthreads that workers move between cgroups. Each is
+ * its own thread group; with CGK_VICTIM_FORK it keeps forking children that
+ * live a little in its cgroup and exit, with CGK_VICTIM_THREADS it keeps
+ * adding threads to its group that do the same.
+ */
+#define CGK_VICTIM_MAX_CHILDREN	2	/* live forked children per victim */
+#define CGK_VICTIM_MAX_THREADS	3	/* live extra threads per victim */
+
+enum cgk_victim_flags {
+	CGK_VICTIM_FORK		= BIT(0),
+	CGK_VICTIM_THREADS	= BIT(1),
+};
+
+struct cgk_herd;
+
+/**
+ * struct cgk_victim - a kthread that workers move between cgroups
+ * @herd: the herd it belongs to
+ * @task: the kthread, referenced; NULL before it starts and once stopped
+ * @children: forked children that have not exited yet
+ * @threads: extra threads of its group that have not exited yet
+ * @forks: children forked so far; written by the victim only
+ * @thread_forks: threads added so far; written by the victim only
+ * @child_pid: pid of the last child forked; written by the victim only
+ * @started: completed once the victim runs and can be migrated
+ */
+struct cgk_victim {
+	struct cgk_herd *herd;
+	struct task_struct *task;
+	atomic_t children;
+	atomic_t threads;
+	unsigned long forks;
+	unsigned long thread_forks;
+	pid_t child_pid;
+	struct completion started;
+};
+
+/**
+ * struct cgk_herd - the victims of one case
+ * @flags: what every victim does, CGK_VICTIM_*
+ * @stop_forking: set first when stopping, so that victims stop forking
+ * @nr: number of victims
+ * @victims: the victims
+ */
+struct cgk_herd {
+	unsigned long flags;
+	bool stop_forking;
+	unsigned int nr;
+	struct cgk_victim victims[] __counted_by(nr);
+};
+
+struct cgk_herd *cgk_herd_alloc(struct kunit *test, unsigned int nr,
+				unsigned long flags);
+struct task_struct *cgk_herd_start(struct cgk_herd *herd, unsigned int i,
+				   const char *name);
+void cgk_herd_stop_forking(struct cgk_herd *herd);
+bool cgk_herd_stop(struct cgk_herd *herd, unsigned int timeout_ms);
+unsigned long cgk_herd_forks(struct cgk_herd *herd);
+unsigned long cgk_herd_thread_forks(struct cgk_herd *herd);
 
 #endif /* _CGROUP_KUNIT_HARNESS_H */

@@ -8,8 +8,8 @@
  * leaves in each a, 13 cgroups) through cgroup_procs_write_for_test(), which
  * is what a write to cgroup.procs does: cgroup_mutex, the attach lock chosen
  * by cgroup_procs_write_start() and cgroup_attach_task(). Depending on the
- * case, the victims meanwhile fork short-lived kernel threads that exit at
- * once (cgroup_can_fork(), cgroup_post_fork(), cgroup_exit() and the
+ * case, the victims meanwhile fork short-lived kernel threads that exit soon
+ * after (cgroup_can_fork(), cgroup_post_fork(), cgroup_exit() and the
  * threadgroup change lock), a worker keeps creating and removing a leaf that
  * migrations target (rmdir racing migrations into it), or a cgroup task
  * notifier makes chosen migrations fail at CGROUP_TASK_MIGRATING.
@@ -45,11 +45,9 @@
 
 #include <linux/cgroup.h>
 #include <linux/delay.h>
-#include <linux/kthread.h>
 #include <linux/mutex.h>
 #include <linux/notifier.h>
 #include <linux/sched/signal.h>
-#include <linux/sched/task.h>
 #include <linux/slab.h>
 #include <linux/sort.h>
 
@@ -57,8 +55,6 @@
 
 #define MG_NR_CGROUPS		13
 #define MG_EPHEMERAL		MG_NR_CGROUPS	/* index of the leaf rmdir races */
-#define MG_MAX_CHILDREN		2		/* live forked children per victim */
-#define MG_MAX_THREADS		3		/* live extra threads per victim */
 #define MG_LAT_SAMPLES		8192
 #define MG_INJECTED		(-ECANCELED)
 #define MG_RMDIR_PATIENCE	8	/* -EBUSY in a row before evicting */
@@ -73,19 +69,12 @@ enum mg_flags {
 	MG_THREADS	= BIT(4),	/* victims are thread groups */
 };
 
-struct mg_case;
-
+/* What migrations know of a victim of the herd. */
 struct mg_victim {
-	struct mg_case *c;
-	struct task_struct *task;
+	struct cgk_victim *cv;		/* the kthread, in the herd */
 	struct mutex lock;		/* held by the migrator moving it */
 	int cg;				/* bookkeeping: where it is */
 	bool fail_next;			/* the notifier fails its migration */
-	atomic_t children;
-	atomic_t threads;
-	unsigned long forks;
-	unsigned long thread_forks;
-	struct completion started;
 };
 
 struct mg_case {
@@ -96,9 +85,9 @@ struct mg_case {
 	struct cgroup *closing;		/* the leaf worker 0 is removing */
 	unsigned int busy_tries;
 	unsigned int eph_gen;
+	struct cgk_herd *herd;
 	struct mg_victim *victims;
 	unsigned int nr_victims;
-	bool stop_forking;
 	struct notifier_block nb;
 	bool nb_registered;
 	atomic_long_t migrated, moved, injected, enodev, ebusy, rmdirs;
@@ -163,82 +152,6 @@ static bool mg_group_in(struct task_struct *leader, struct cgroup *cgrp)
 	return in;
 }
 
-/* ---- victims ------------------------------------------------------------ */
-
-static int mg_child_fn(void *arg)
-{
-	struct mg_victim *v = arg;
-
-	cond_resched();
-	atomic_dec(&v->children);
-	/* Returning would take a kernel_thread() child to user mode. */
-	kthread_complete_and_exit(NULL, 0);
-}
-
-/* An extra thread of a victim's group: lives a little, then exits. */
-static int mg_thread_fn(void *arg)
-{
-	struct mg_victim *v = arg;
-
-	usleep_range(100, 500);
-	atomic_dec(&v->threads);
-	kthread_complete_and_exit(NULL, 0);
-}
-
-/*
- * Add a thread to the victim's group: copy_process() with CLONE_THREAD
- * takes the threadgroup change lock (the group's own rwsem with
- * favordynmods) that migrations of the group take for writing.
- */
-static void mg_add_thread(struct mg_victim *v)
-{
-	pid_t pid;
-
-	atomic_inc(&v->threads);
-	pid = kernel_thread(mg_thread_fn, v, "cgk-thread",
-			    CLONE_THREAD | CLONE_SIGHAND | CLONE_FS | CLONE_FILES);
-	if (pid < 0)
-		atomic_dec(&v->threads);
-	else
-		v->thread_forks++;
-}
-
-static int mg_victim_fn(void *arg)
-{
-	struct mg_victim *v = arg;
-
-	/* From here on kthread() has made this thread migratable. */
-	complete(&v->started);
-	while (!kthread_should_stop()) {
-		if ((v->c->flags & MG_THREADS) && !READ_ONCE(v->c->stop_forking) &&
-		    atomic_read(&v->threads) < MG_MAX_THREADS)
-			mg_add_thread(v);
-		if ((v->c->flags & MG_FORK) && !READ_ONCE(v->c->stop_forking) &&
-		    atomic_read(&v->children) < MG_MAX_CHILDREN) {
-			pid_t pid;
-
-			/*
-			 * The child is born in this victim's cgroup, but
-			 * kthreadd is its parent: kthreadd ignores SIGCHLD,
-			 * so it is reaped as soon as it exits, even after the
-			 * victim. (Orphans would go to PID 1, which does not
-			 * reap during boot, and pin their cgroup.)
-			 */
-			atomic_inc(&v->children);
-			pid = kernel_thread(mg_child_fn, v, "cgk-child",
-					    CLONE_PARENT | CLONE_FS | CLONE_FILES);
-			if (pid < 0)
-				atomic_dec(&v->children);
-			else
-				v->forks++;
-			cond_resched();
-		} else {
-			usleep_range(50, 100);
-		}
-	}
-	return 0;
-}
-
 /* ---- the task notifier: injected failures and event counts -------------- */
 
 static struct mg_victim *mg_victim_of(struct mg_case *c, struct task_struct *task)
@@ -246,7 +159,7 @@ static struct mg_victim *mg_victim_of(struct mg_case *c, struct task_struct *tas
 	unsigned int i;
 
 	for (i = 0; i < c->nr_victims; i++) {
-		if (c->victims[i].task == task)
+		if (c->victims[i].cv->task == task)
 			return &c->victims[i];
 	}
 	return NULL;
@@ -320,12 +233,12 @@ static void mg_migrate_step(struct cgk_worker *w)
 		to = c->cg[dst];
 		cgroup_get(to);
 	}
-	from = mg_where(v->task);
+	from = mg_where(v->cv->task);
 	inject = (c->flags & MG_INJECT) && from != to && !cgk_rand(w, 4);
 	WRITE_ONCE(v->fail_next, inject);
 
 	t0 = ktime_get_ns();
-	ret = cgroup_procs_write_for_test(to, v->task);
+	ret = cgroup_procs_write_for_test(to, v->cv->task);
 	mg_record_latency(c, ktime_get_ns() - t0);
 	WRITE_ONCE(v->fail_next, false);
 
@@ -333,10 +246,10 @@ static void mg_migrate_step(struct cgk_worker *w)
 		if (inject)
 			cgk_fail(w, "injected failure ignored: victim moved to %s",
 				 mg_cg_name(dst));
-		else if (mg_where(v->task) != to)
+		else if (mg_where(v->cv->task) != to)
 			cgk_fail(w, "victim not in %s after a successful migration",
 				 mg_cg_name(dst));
-		else if (!mg_group_in(v->task, to))
+		else if (!mg_group_in(v->cv->task, to))
 			cgk_fail(w, "a thread of the group is not in %s after the group moved",
 				 mg_cg_name(dst));
 		else if (cgroup_is_dead(to))
@@ -349,7 +262,7 @@ static void mg_migrate_step(struct cgk_worker *w)
 	} else if ((ret == MG_INJECTED && inject) ||
 		   (ret == -ENODEV && dst == MG_EPHEMERAL)) {
 		atomic_long_inc(ret == -ENODEV ? &c->enodev : &c->injected);
-		if (mg_where(v->task) != from)
+		if (mg_where(v->cv->task) != from)
 			cgk_fail(w, "failed migration to %s (%d) moved the victim",
 				 mg_cg_name(dst), ret);
 	} else {
@@ -372,8 +285,8 @@ static void mg_evict(struct cgk_worker *w, struct cgroup *cgrp)
 
 		if (!mutex_trylock(&v->lock))
 			continue;
-		if (v->cg == MG_EPHEMERAL && mg_where(v->task) == cgrp) {
-			ret = cgroup_procs_write_for_test(c->cg[0], v->task);
+		if (v->cg == MG_EPHEMERAL && mg_where(v->cv->task) == cgrp) {
+			ret = cgroup_procs_write_for_test(c->cg[0], v->cv->task);
 			if (ret) {
 				cgk_fail(w, "moving victim %u out of the leaf to remove: %d",
 					 i, ret);
@@ -457,35 +370,6 @@ static const struct cgk_gang_ops mg_gang_ops = {
 
 /* ---- fixture ------------------------------------------------------------ */
 
-static bool mg_children_gone(void *arg)
-{
-	struct mg_case *c = arg;
-	unsigned int i;
-
-	for (i = 0; i < c->nr_victims; i++) {
-		if (atomic_read(&c->victims[i].children) ||
-		    atomic_read(&c->victims[i].threads))
-			return false;
-	}
-	return true;
-}
-
-static void mg_stop_victims(struct mg_case *c)
-{
-	unsigned int i;
-
-	WRITE_ONCE(c->stop_forking, true);
-	for (i = 0; i < c->nr_victims; i++) {
-		struct mg_victim *v = &c->victims[i];
-
-		if (v->task) {
-			kthread_stop_put(v->task);
-			v->task = NULL;
-		}
-	}
-	cgk_wait_for(mg_children_gone, c, MG_SETTLE_TIMEOUT_MS);
-}
-
 static bool mg_removed(void *arg)
 {
 	struct mg_case *c = arg;
@@ -520,7 +404,7 @@ static void mg_teardown(void *arg)
 		blocking_notifier_chain_unregister(&cgroup_task_notifier, &c->nb);
 		c->nb_registered = false;
 	}
-	mg_stop_victims(c);
+	cgk_herd_stop(c->herd, MG_SETTLE_TIMEOUT_MS);
 	/* Exited victims leave their cgroups once their tasks are released. */
 	if (!cgk_wait_for(mg_removed, c, MG_SETTLE_TIMEOUT_MS))
 		KUNIT_FAIL(c->test, "test cgroups still busy %d ms after the victims exited",
@@ -542,6 +426,10 @@ static struct mg_case *mg_setup(struct kunit *test, unsigned long flags,
 	KUNIT_ASSERT_NOT_NULL(test, c->lat_ns);
 	c->victims = kunit_kcalloc(test, nr_victims, sizeof(*c->victims), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, c->victims);
+	c->herd = cgk_herd_alloc(test, nr_victims,
+				 ((flags & MG_FORK) ? CGK_VICTIM_FORK : 0) |
+				 ((flags & MG_THREADS) ? CGK_VICTIM_THREADS : 0));
+	KUNIT_ASSERT_NOT_NULL(test, c->herd);
 
 	c->base_css_sets = cgroup_nr_css_sets_for_test();
 	c->base_nr_cgrps = atomic_read(&cgrp_dfl_root.nr_cgrps);
@@ -570,15 +458,10 @@ static struct mg_case *mg_setup(struct kunit *test, unsigned long flags,
 		struct mg_victim *v = &c->victims[i];
 		struct task_struct *task;
 
-		v->c = c;
+		v->cv = &c->herd->victims[i];
 		mutex_init(&v->lock);
-		init_completion(&v->started);
-		task = kthread_create(mg_victim_fn, v, "cgk-victim-%u", i);
+		task = cgk_herd_start(c->herd, i, "cgk-victim");
 		KUNIT_ASSERT_NOT_ERR_OR_NULL(test, task);
-		get_task_struct(task);
-		v->task = task;
-		wake_up_process(task);
-		wait_for_completion(&v->started);
 		KUNIT_ASSERT_EQ_MSG(test, 0, cgroup_procs_write_for_test(c->cg[0], task),
 				    "moving victim %u into the test hierarchy", i);
 	}
@@ -609,11 +492,11 @@ static void mg_check_membership(struct mg_case *c)
 	int cg;
 
 	for (i = 0; i < c->nr_victims; i++) {
-		KUNIT_EXPECT_PTR_EQ_MSG(test, mg_where(c->victims[i].task),
+		KUNIT_EXPECT_PTR_EQ_MSG(test, mg_where(c->victims[i].cv->task),
 					mg_cg(c, c->victims[i].cg),
 					"victim %u is not in %s, where the migrations put it",
 					i, mg_cg_name(c->victims[i].cg));
-		KUNIT_EXPECT_TRUE_MSG(test, mg_group_in(c->victims[i].task,
+		KUNIT_EXPECT_TRUE_MSG(test, mg_group_in(c->victims[i].cv->task,
 							mg_cg(c, c->victims[i].cg)),
 				      "a thread of victim %u is not in %s with its group",
 				      i, mg_cg_name(c->victims[i].cg));
@@ -667,7 +550,7 @@ static void mg_check_rmdir(struct mg_case *c)
 
 	/* A cgroup with a task in it cannot be removed. */
 	if (v->cg != MG_EPHEMERAL) {
-		KUNIT_EXPECT_EQ(test, 0, cgroup_procs_write_for_test(leaf, v->task));
+		KUNIT_EXPECT_EQ(test, 0, cgroup_procs_write_for_test(leaf, v->cv->task));
 		v->cg = MG_EPHEMERAL;
 	}
 	KUNIT_EXPECT_EQ_MSG(test, cgroup_destroy_for_test(leaf), -EBUSY,
@@ -677,7 +560,7 @@ static void mg_check_rmdir(struct mg_case *c)
 		if (c->victims[i].cg != MG_EPHEMERAL)
 			continue;
 		KUNIT_EXPECT_EQ(test, 0, cgroup_procs_write_for_test(c->cg[0],
-								     c->victims[i].task));
+								     c->victims[i].cv->task));
 		c->victims[i].cg = 0;
 	}
 	/* Children born in the leaf may still be exiting. */
@@ -687,9 +570,9 @@ static void mg_check_rmdir(struct mg_case *c)
 		return;
 	}
 	KUNIT_EXPECT_TRUE(test, cgroup_is_dead(leaf));
-	KUNIT_EXPECT_EQ_MSG(test, cgroup_procs_write_for_test(leaf, v->task), -ENODEV,
+	KUNIT_EXPECT_EQ_MSG(test, cgroup_procs_write_for_test(leaf, v->cv->task), -ENODEV,
 			    "migration into a removed cgroup");
-	KUNIT_EXPECT_PTR_EQ(test, mg_where(v->task), mg_cg(c, v->cg));
+	KUNIT_EXPECT_PTR_EQ(test, mg_where(v->cv->task), mg_cg(c, v->cg));
 }
 
 static int mg_cmp_u64(const void *a, const void *b)
@@ -726,10 +609,9 @@ static bool mg_settled(void *arg)
 static void mg_run(struct kunit *test, unsigned long flags)
 {
 	unsigned int nr = cgk_param_threads(test);
-	unsigned long forks = 0, thread_forks = 0;
+	unsigned long forks, thread_forks;
 	struct cgk_gang *gang;
 	struct mg_case *c;
-	unsigned int i;
 
 	if (cgroup_enable_per_threadgroup_rwsem != mg_expect_dynmods)
 		kunit_skip(test, "favordynmods is %s in this boot",
@@ -741,10 +623,8 @@ static void mg_run(struct kunit *test, unsigned long flags)
 	cgk_gang_run(gang);
 	cgk_gang_report(gang);
 
-	for (i = 0; i < c->nr_victims; i++) {
-		forks += c->victims[i].forks;
-		thread_forks += c->victims[i].thread_forks;
-	}
+	forks = cgk_herd_forks(c->herd);
+	thread_forks = cgk_herd_thread_forks(c->herd);
 	kunit_info(test, "%ld migrations, %ld injected failures, %ld -ENODEV, %ld rmdirs (%ld -EBUSY), %lu forks, %lu threads\n",
 		   atomic_long_read(&c->migrated), atomic_long_read(&c->injected),
 		   atomic_long_read(&c->enodev), atomic_long_read(&c->rmdirs),
