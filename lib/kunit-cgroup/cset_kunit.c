@@ -67,11 +67,9 @@
 
 #include <linux/cgroup.h>
 #include <linux/delay.h>
-#include <linux/kthread.h>
 #include <linux/mutex.h>
 #include <linux/pid.h>
 #include <linux/rcupdate.h>
-#include <linux/sched/task.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/string.h>
