@@ -32,10 +32,34 @@
  * The oracle (harness.c) fails the case on any lockdep, KCSAN, KASAN or
  * refcount_t report; a lost update shows as a counter off at the end, a
  * missing limit check as a shadow counter above its limit.
+ *
+ * Pending signals (RLIMIT_SIGPENDING, inc_rlimit_get_ucounts()) are counted
+ * per level in a per-cpu counter with the series' ucount patch: exact
+ * against each charge's limit, with amounts left on the CPUs that charged
+ * and uncharged (kernel/ucount.c). Cases on the limits, with every limit
+ * huge but one:
+ *  - rlimit_exact_limit: workers in sibling namespaces charge, never
+ *    uncharging, until refused, while an idle sibling holds a charge; per
+ *    level whose limit binds (B, A, init; the idle charge right below it,
+ *    or deeper in a subtree no worker charges from), the charges admitted
+ *    equal the limit exactly and get_rlimit_value() there reports them;
+ *  - rlimit_reclaim_near_limit (test thread only): one charge from C0, then
+ *    charges from its sibling C1 get all the rest of the limit, with
+ *    get_rlimit_value() exact at every step; and a sibling with a lower
+ *    limit is refused once the level's count passes that limit;
+ *  - rlimit_teardown_percpu_held: charges made on one CPU and uncharged on
+ *    another leave amounts on CPUs (checked) that cancel out: every level
+ *    is back at its start, and everything is freed;
+ *  - rlimit_reported_exact: after the workers of the get/put gang stop
+ *    with their charges still held, get_rlimit_value() of every node equals,
+ *    exactly, the charges outstanding through it (its shadow counter).
+ * They build and pass on kernels before that patch too.
  */
 
 #include <linux/cred.h>
+#include <linux/delay.h>
 #include <linux/hrtimer.h>
+#include <linux/minmax.h>
 #include <linux/rcuref.h>
 #include <linux/user_namespace.h>
 
@@ -82,6 +106,18 @@ enum uc_op {
 #define UC_NR_NODES		(UC_NR_OWNER_NODES + UC_NR_TARGETS)
 #define UC_MAX_CHAIN		4
 
+/* Namespaces and owner nodes by name, for the cases that pick levels. */
+#define UC_NS_A			0
+#define UC_NS_B(i)		(1 + (i))
+#define UC_NS_C(i)		(4 + (i))
+#define UC_NODE_INIT		0	/* owner of A in the initial namespace */
+#define UC_NODE_A		1	/* owner of B0..B2 in A */
+#define UC_NODE_B(i)		(2 + (i))	/* owner of C2i and C2i+1 in Bi */
+/* The target of charge uid @u (1..UC_NR_CHARGE_UIDS) in namespace @ns. */
+#define UC_TARGET(ns, u)	(((ns) - 1) * UC_NR_CHARGE_UIDS + (u) - 1)
+#define UC_TARGETS_IN(ns)	(GENMASK(UC_NR_CHARGE_UIDS - 1, 0) << UC_TARGET(ns, 1))
+#define UC_ALL_TARGETS		GENMASK(UC_NR_TARGETS - 1, 0)
+
 /* A ucounts the suite follows: charged directly (target) or via a child. */
 struct uc_node {
 	struct ucounts *uc;
@@ -91,6 +127,7 @@ struct uc_node {
 	atomic_long_t seen_max[3];	/* ucount, shadow ADD, shadow GET */
 	long base_ucount;
 	long base_rlimit[2];
+	long base_rlimit_raw;		/* GET's atomic count (before the per-cpu one) */
 	unsigned int base_ref;
 };
 
@@ -254,13 +291,7 @@ static bool uc_charge(struct uc_case *c, enum uc_op op, unsigned int ti,
 		atomic_long_inc(&c->admitted);
 		return uc_shadow_admit(c, t, 0, v, why, len);
 	case UC_OP_RL_GET:
-		ret = inc_rlimit_get_ucounts(leaf->uc, UC_RL_GET, false);
-		if (!ret) {
-			atomic_long_inc(&c->refused);
-			return true;
-		}
-		if (ret > UC_LEAF_RLIMIT) {
-			dec_rlimit_put_ucounts(leaf->uc, UC_RL_GET);
+		if (!cgk_sigpending_charge(leaf->uc, false, UC_LEAF_RLIMIT)) {
 			atomic_long_inc(&c->refused);
 			return true;
 		}
@@ -467,8 +498,9 @@ static void uc_node_init(struct uc_node *n, struct ucounts *uc, long rlimit_max,
 static void uc_snapshot(struct uc_node *n)
 {
 	n->base_ucount = atomic_long_read(&n->uc->ucount[UC_TYPE]);
-	n->base_rlimit[0] = atomic_long_read(&n->uc->rlimit[UC_RL_ADD]);
-	n->base_rlimit[1] = atomic_long_read(&n->uc->rlimit[UC_RL_GET]);
+	n->base_rlimit[0] = get_rlimit_value(n->uc, UC_RL_ADD);
+	n->base_rlimit[1] = get_rlimit_value(n->uc, UC_RL_GET);
+	n->base_rlimit_raw = atomic_long_read(&n->uc->rlimit[UC_RL_GET]);
 	n->base_ref = rcuref_read(&n->uc->count);
 }
 
@@ -549,17 +581,25 @@ static void uc_check_counters(struct uc_case *c)
 
 	for (i = 0; i < UC_NR_NODES; i++) {
 		struct uc_node *n = &c->node[i];
+		long raw = atomic_long_read(&n->uc->rlimit[UC_RL_GET]);
 
 		KUNIT_EXPECT_EQ_MSG(test, atomic_long_read(&n->uc->ucount[UC_TYPE]),
 				    n->base_ucount, "%s: ucount not back", n->name);
-		KUNIT_EXPECT_EQ_MSG(test, atomic_long_read(&n->uc->rlimit[UC_RL_ADD]),
+		KUNIT_EXPECT_EQ_MSG(test, get_rlimit_value(n->uc, UC_RL_ADD),
 				    n->base_rlimit[0], "%s: rlimit (add) not back",
 				    n->name);
-		KUNIT_EXPECT_EQ_MSG(test, atomic_long_read(&n->uc->rlimit[UC_RL_GET]),
+		KUNIT_EXPECT_EQ_MSG(test, get_rlimit_value(n->uc, UC_RL_GET),
 				    n->base_rlimit[1], "%s: rlimit (get) not back",
 				    n->name);
-		KUNIT_EXPECT_EQ_MSG(test, rcuref_read(&n->uc->count), n->base_ref,
-				    "%s: reference count not back", n->name);
+		/*
+		 * Before the per-cpu counters, a level held one reference
+		 * while its atomic count was not zero; since, each pending
+		 * signal holds one on its first level only (kernel/ucount.c).
+		 */
+		KUNIT_EXPECT_EQ_MSG(test, rcuref_read(&n->uc->count),
+				    n->base_ref - (n->base_rlimit_raw > 0) + (raw > 0),
+				    "%s: reference count not back (count %ld, %ld before)",
+				    n->name, raw, n->base_rlimit_raw);
 		KUNIT_EXPECT_LE_MSG(test, atomic_long_read(&n->seen_max[0]),
 				    uc_ucount_limit(n), "%s: ucount above its limit",
 				    n->name);
@@ -690,6 +730,638 @@ static void ucount_all_paths(struct kunit *test)
 		     BIT(UC_OP_ALLOC), true);
 }
 
+/* ---- pending-signal limits: helpers ------------------------------------- */
+
+/* Limit of every level but the one a case makes binding. */
+#define UC_HUGE_RLIMIT		BIT(20)
+
+static struct ucounts *uc_leaf(struct uc_case *c, unsigned int t)
+{
+	return c->node[c->target[t].chain[0]].uc;
+}
+
+static const char *uc_leaf_name(struct uc_case *c, unsigned int t)
+{
+	return c->node[c->target[t].chain[0]].name;
+}
+
+/* Pending signals counted at @n's level, as get_rlimit_value() reports. */
+static long uc_pending(struct uc_node *n)
+{
+	return get_rlimit_value(n->uc, UC_RL_GET) - n->base_rlimit[1];
+}
+
+/*
+ * Set RLIMIT_SIGPENDING's rlimit_max of every namespace (@lim, indexed as
+ * uc_ns_name), and the limit each owner node is checked against: the largest
+ * of the namespaces right below it, whose limits apply there. The
+ * namespaces are the case's own and go with it: nothing to restore.
+ */
+static void uc_set_sigpending_max(struct uc_case *c, const long *lim)
+{
+	int i;
+
+	for (i = 0; i < UC_NR_NS; i++)
+		set_userns_rlimit_max(c->ns[i], UC_RL_GET, lim[i]);
+	c->node[UC_NODE_INIT].rlimit_max = lim[UC_NS_A];
+	c->node[UC_NODE_A].rlimit_max = max3(lim[UC_NS_B(0)], lim[UC_NS_B(1)],
+					     lim[UC_NS_B(2)]);
+	for (i = 0; i < 3; i++)
+		c->node[UC_NODE_B(i)].rlimit_max = max(lim[UC_NS_C(2 * i)],
+						       lim[UC_NS_C(2 * i + 1)]);
+}
+
+/**
+ * struct uc_ledger - pending-signal charges held, per target
+ * @c: the case
+ * @charged: charges admitted and not given back yet
+ *
+ * Written by one thread, a worker or the test thread; given back by
+ * uc_ledger_uncharge() once that thread is done with it.
+ */
+struct uc_ledger {
+	struct uc_case *c;
+	long charged[UC_NR_TARGETS];
+};
+
+static bool uc_ledger_charge(struct uc_ledger *l, unsigned int t)
+{
+	if (!cgk_sigpending_charge(uc_leaf(l->c, t), false, LONG_MAX))
+		return false;
+	l->charged[t]++;
+	return true;
+}
+
+/* Charge from target @t until refused or @max admitted: how many were. */
+static long uc_ledger_charge_upto(struct uc_ledger *l, unsigned int t, long max)
+{
+	long k = 0;
+
+	while (k < max && uc_ledger_charge(l, t))
+		k++;
+	return k;
+}
+
+static void uc_ledger_uncharge(struct uc_ledger *l)
+{
+	unsigned int t;
+
+	for (t = 0; t < UC_NR_TARGETS; t++) {
+		for (; l->charged[t] > 0; l->charged[t]--)
+			dec_rlimit_put_ucounts(uc_leaf(l->c, t), UC_RL_GET);
+	}
+}
+
+static void uc_ledger_release(void *arg)
+{
+	uc_ledger_uncharge(arg);
+}
+
+/* ---- rlimit_exact_limit ------------------------------------------------- */
+
+/* The binding limit: well above a CPU's share (kernel/ucount.c). */
+#define UC_EXACT_LIMIT		100
+/* Workers under B0 and B1, none under B2. */
+#define UC_EXACT_B0_B1		(UC_TARGETS_IN(UC_NS_B(0)) | UC_TARGETS_IN(UC_NS_B(1)) | \
+				 UC_TARGETS_IN(UC_NS_C(0)) | UC_TARGETS_IN(UC_NS_C(1)) | \
+				 UC_TARGETS_IN(UC_NS_C(2)) | UC_TARGETS_IN(UC_NS_C(3)))
+#define UC_EXACT_BS		(BIT(UC_NS_B(0)) | BIT(UC_NS_B(1)) | BIT(UC_NS_B(2)))
+
+/**
+ * struct uc_exact_variant - where the limit binds, in rlimit_exact_limit
+ * @desc: the parameter's description, naming the level
+ * @limited: namespaces whose rlimit_max is UC_EXACT_LIMIT; the others' is huge
+ * @node: the owner node at which their limit applies
+ * @targets: the targets the workers charge from, all below @node
+ * @idle: a target below @node the test thread charges once before the
+ *	  workers start and never again: the sibling that sits on a charge
+ */
+struct uc_exact_variant {
+	const char *desc;
+	unsigned long limited;
+	int node;
+	unsigned long targets;
+	unsigned int idle;
+};
+
+static const struct uc_exact_variant uc_exact_variants[] = {
+	{
+		.desc = "limit on the B level (owner of C0, C1 in B0), idle charge in C1",
+		.limited = BIT(UC_NS_C(0)) | BIT(UC_NS_C(1)),
+		.node = UC_NODE_B(0),
+		.targets = UC_TARGETS_IN(UC_NS_C(0)) | BIT(UC_TARGET(UC_NS_C(1), 1)),
+		.idle = UC_TARGET(UC_NS_C(1), 2),
+	},
+	{
+		.desc = "limit on the A level (owner of B0..B2 in A), idle charge in B2",
+		.limited = UC_EXACT_BS,
+		.node = UC_NODE_A,
+		.targets = UC_ALL_TARGETS & ~BIT(UC_TARGET(UC_NS_B(2), 2)),
+		.idle = UC_TARGET(UC_NS_B(2), 2),
+	},
+	{
+		.desc = "limit on the init level (owner of A), idle charge in B2",
+		.limited = BIT(UC_NS_A),
+		.node = UC_NODE_INIT,
+		.targets = UC_ALL_TARGETS & ~BIT(UC_TARGET(UC_NS_B(2), 2)),
+		.idle = UC_TARGET(UC_NS_B(2), 2),
+	},
+	{
+		.desc = "limit on the A level, idle charge in C5 under B2, workers under B0, B1",
+		.limited = UC_EXACT_BS,
+		.node = UC_NODE_A,
+		.targets = UC_EXACT_B0_B1,
+		.idle = UC_TARGET(UC_NS_C(5), 2),
+	},
+	{
+		.desc = "limit on the init level, idle charge in C5 under B2, workers under B0, B1",
+		.limited = BIT(UC_NS_A),
+		.node = UC_NODE_INIT,
+		.targets = UC_EXACT_B0_B1,
+		.idle = UC_TARGET(UC_NS_C(5), 2),
+	},
+};
+
+KUNIT_ARRAY_PARAM_DESC(uc_exact, uc_exact_variants, desc);
+
+/**
+ * struct uc_exact_worker - what one worker of rlimit_exact_limit holds
+ * @ledger: its charges, given back by the test thread after the checks
+ * @admitted: charges admitted to it
+ * @finished: refused once, or admitted more than the limit by itself
+ */
+struct uc_exact_worker {
+	struct uc_ledger ledger;
+	long admitted;
+	bool finished;
+};
+
+/**
+ * struct uc_exact - the shared state of rlimit_exact_limit
+ * @idle: the idle sibling's charge
+ * @w: the workers' state, @nr of them
+ * @nr: number of workers
+ * @targets: the targets the workers pick from, @nr_targets of them
+ * @nr_targets: number of targets
+ * @finished: workers finished; the last one stops the gang
+ */
+struct uc_exact {
+	struct uc_ledger idle;
+	struct uc_exact_worker *w;
+	unsigned int nr;
+	u8 targets[UC_NR_TARGETS];
+	unsigned int nr_targets;
+	atomic_t finished;
+};
+
+/* Charge, never uncharging, until refused; then wait for the others. */
+static void uc_exact_step(struct cgk_worker *w)
+{
+	struct uc_exact *x = w->gang->data;
+	struct uc_exact_worker *me = w->priv;
+	unsigned int t;
+
+	if (me->finished) {
+		/* Keep off the CPUs of the workers still charging. */
+		usleep_range(50, 100);
+		return;
+	}
+	t = x->targets[cgk_rand(w, x->nr_targets)];
+	if (uc_ledger_charge(&me->ledger, t) && ++me->admitted <= UC_EXACT_LIMIT)
+		return;
+	me->finished = true;
+	if (atomic_inc_return(&x->finished) == w->gang->nr)
+		WRITE_ONCE(w->gang->stop, true);
+}
+
+static const struct cgk_gang_ops uc_exact_ops = {
+	.step = uc_exact_step,
+};
+
+static void uc_exact_uncharge(void *arg)
+{
+	struct uc_exact *x = arg;
+	unsigned int i;
+
+	for (i = 0; i < x->nr; i++)
+		uc_ledger_uncharge(&x->w[i].ledger);
+	uc_ledger_uncharge(&x->idle);
+}
+
+/*
+ * KUNIT_ARRAY_PARAM() takes the parameter, so cgk_param_threads() has no
+ * thread count to give here: take the first one the thread-count generator
+ * yields, which is the threads module parameter when set (so a failure
+ * replays as printed) and 8 otherwise, more workers than CPUs in every
+ * profile, so that charges are preempted half way through a batch or a
+ * revocation.
+ */
+static unsigned int uc_exact_threads(struct kunit *test)
+{
+	char desc[KUNIT_PARAM_DESC_SIZE];
+	const unsigned int *nr = cgk_threads_gen(test, NULL, desc);
+
+	return nr ? *nr : 8;
+}
+
+/*
+ * Workers in sibling namespaces race to the last unit of one level's limit,
+ * while an idle sibling holds a charge: exactly the limit is admitted.
+ */
+static void rlimit_exact_limit(struct kunit *test)
+{
+	const struct uc_exact_variant *v = test->param_value;
+	unsigned int i, t, nr = uc_exact_threads(test);
+	long lim[UC_NR_NS], total;
+	struct cgk_gang *gang;
+	struct uc_exact *x;
+	struct uc_node *n;
+	struct uc_case *c;
+
+	c = uc_setup(test, BIT(UC_OP_RL_GET));
+	for (i = 0; i < UC_NR_NS; i++)
+		lim[i] = v->limited & BIT(i) ? UC_EXACT_LIMIT : UC_HUGE_RLIMIT;
+	uc_set_sigpending_max(c, lim);
+	n = &c->node[v->node];
+
+	x = kunit_kzalloc(test, sizeof(*x), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, x);
+	x->w = kunit_kcalloc(test, nr, sizeof(*x->w), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, x->w);
+	x->nr = nr;
+	x->idle.c = c;
+	for (i = 0; i < nr; i++)
+		x->w[i].ledger.c = c;
+	for (t = 0; t < UC_NR_TARGETS; t++) {
+		if (v->targets & BIT(t))
+			x->targets[x->nr_targets++] = t;
+	}
+	/* Registered before the gang, so it runs after the gang stopped. */
+	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, uc_exact_uncharge, x));
+
+	KUNIT_ASSERT_TRUE_MSG(test, uc_ledger_charge(&x->idle, v->idle),
+			      "the first charge from %s was refused",
+			      uc_leaf_name(c, v->idle));
+
+	gang = cgk_gang_create(test, nr, &uc_exact_ops, x);
+	KUNIT_ASSERT_NOT_NULL(test, gang);
+	for (i = 0; i < nr; i++)
+		gang->workers[i].priv = &x->w[i];
+	cgk_gang_run(gang);
+	cgk_gang_report(gang);
+
+	total = x->idle.charged[v->idle];
+	for (i = 0; i < nr; i++)
+		total += x->w[i].admitted;
+	kunit_info(test, "%ld charges admitted from %u targets; %s: %ld pending\n",
+		   total, x->nr_targets + 1, n->name, uc_pending(n));
+	KUNIT_EXPECT_EQ_MSG(test, atomic_read(&x->finished), (int)nr,
+			    "%d of %u workers stopped by the time bound, not by a refusal",
+			    (int)nr - atomic_read(&x->finished), nr);
+	KUNIT_EXPECT_EQ_MSG(test, total, (long)UC_EXACT_LIMIT,
+			    "%s: %ld charges admitted, want exactly the limit %d (fewer: a charge that fits was refused; more: one past the limit was admitted)",
+			    v->desc, total, UC_EXACT_LIMIT);
+	KUNIT_EXPECT_EQ_MSG(test, uc_pending(n), total,
+			    "%s: %s reports %ld pending with %ld charges admitted",
+			    v->desc, n->name, uc_pending(n), total);
+
+	kunit_release_action(test, uc_exact_uncharge, x);
+	uc_check_counters(c);
+	uc_check_released(c);
+}
+
+/* ---- rlimit_reclaim_near_limit ------------------------------------------ */
+
+#define UC_RECLAIM_LIMIT	100	/* of C0, C1 and C3 */
+#define UC_RECLAIM_LOW		40	/* of C2 */
+
+/*
+ * Near the limit, a sibling gets exactly what is left (B0: C0 then C1, same
+ * limit); and a sibling whose own limit the count passed is refused (B1: C2
+ * below C3's limit). The test thread alone charges, so every count is known
+ * at every step.
+ */
+static void rlimit_reclaim_near_limit(struct kunit *test)
+{
+	const unsigned int c0 = UC_TARGET(UC_NS_C(0), 1), c1 = UC_TARGET(UC_NS_C(1), 1);
+	const unsigned int c2 = UC_TARGET(UC_NS_C(2), 1), c3 = UC_TARGET(UC_NS_C(3), 1);
+	struct uc_node *b0, *b1;
+	long lim[UC_NR_NS], k, now;
+	struct uc_ledger *l;
+	bool exact = true;
+	struct uc_case *c;
+	int i;
+
+	c = uc_setup(test, BIT(UC_OP_RL_GET));
+	for (i = 0; i < UC_NR_NS; i++)
+		lim[i] = UC_HUGE_RLIMIT;
+	lim[UC_NS_C(0)] = UC_RECLAIM_LIMIT;
+	lim[UC_NS_C(1)] = UC_RECLAIM_LIMIT;
+	lim[UC_NS_C(2)] = UC_RECLAIM_LOW;
+	lim[UC_NS_C(3)] = UC_RECLAIM_LIMIT;
+	uc_set_sigpending_max(c, lim);
+	b0 = &c->node[UC_NODE_B(0)];
+	b1 = &c->node[UC_NODE_B(1)];
+
+	l = kunit_kzalloc(test, sizeof(*l), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, l);
+	l->c = c;
+	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, uc_ledger_release, l));
+
+	/* C0 charges once. */
+	KUNIT_ASSERT_TRUE_MSG(test, uc_ledger_charge(l, c0),
+			      "the first charge from C0 was refused");
+	KUNIT_EXPECT_EQ_MSG(test, uc_pending(b0), 1L,
+			    "%s reports %ld pending after one charge",
+			    b0->name, uc_pending(b0));
+
+	/* C1 gets the rest of the limit. */
+	for (k = 0; k < 2 * UC_RECLAIM_LIMIT && uc_ledger_charge(l, c1); k++) {
+		now = uc_pending(b0);
+		if (exact && now != k + 2) {
+			KUNIT_FAIL(test,
+				   "%s reports %ld pending after %ld charges through it",
+				   b0->name, now, k + 2);
+			exact = false;
+		}
+	}
+	KUNIT_EXPECT_EQ_MSG(test, k, UC_RECLAIM_LIMIT - 1L,
+			    "C1: %ld charges admitted after C0's one, want the limit %d less that one (fewer: charges that fit were refused; more: some past the limit were admitted)",
+			    k, UC_RECLAIM_LIMIT);
+	KUNIT_EXPECT_EQ_MSG(test, uc_pending(b0), (long)UC_RECLAIM_LIMIT,
+			    "%s reports %ld pending at the limit %d",
+			    b0->name, uc_pending(b0), UC_RECLAIM_LIMIT);
+	KUNIT_EXPECT_FALSE_MSG(test, uc_ledger_charge(l, c0),
+			       "C0 charged again with %s at the limit",
+			       b0->name);
+
+	/*
+	 * C2 charges B1 once; C3's charges take B1's count past C2's lower
+	 * limit: C2's next charge is refused, C3's go on to its own.
+	 */
+	KUNIT_ASSERT_TRUE_MSG(test, uc_ledger_charge(l, c2),
+			      "the first charge from C2 was refused");
+	k = uc_ledger_charge_upto(l, c3, UC_RECLAIM_LOW);
+	KUNIT_EXPECT_EQ_MSG(test, k, (long)UC_RECLAIM_LOW,
+			    "C3: refused after %ld charges with one from C2, under its limit %d",
+			    k, UC_RECLAIM_LIMIT);
+	now = uc_pending(b1);
+	KUNIT_EXPECT_FALSE_MSG(test, uc_ledger_charge(l, c2),
+			       "C2 charged with %ld pending in %s, past its limit %d",
+			       now, b1->name, UC_RECLAIM_LOW);
+	uc_ledger_charge_upto(l, c3, 2 * UC_RECLAIM_LIMIT);
+	KUNIT_EXPECT_EQ_MSG(test, uc_pending(b1), (long)UC_RECLAIM_LIMIT,
+			    "%s reports %ld pending once C3 was refused, want C3's limit %d",
+			    b1->name, uc_pending(b1), UC_RECLAIM_LIMIT);
+
+	kunit_release_action(test, uc_ledger_release, l);
+	uc_check_counters(c);
+	uc_check_released(c);
+}
+
+/* ---- rlimit_teardown_percpu_held ---------------------------------------- */
+
+#define UC_TEARDOWN_CHARGES	6
+/* Where ucounts of a churn uid charge and uncharge, on different CPUs. */
+static const int uc_teardown_ns[] = {
+	UC_NS_C(0), UC_NS_C(1), UC_NS_C(2), UC_NS_B(2),
+};
+
+/* Levels they charge: the owners of C0, C1 in B0, of C2 in B1, of Bs in A. */
+static const int uc_teardown_parent[] = {
+	UC_NODE_B(0), UC_NODE_B(1), UC_NODE_A,
+};
+
+/* How many of uc_teardown_ns charge each of those levels. */
+static const int uc_teardown_fanin[] = { 2, 1, 4 };
+
+/**
+ * struct uc_teardown - the ucounts rlimit_teardown_percpu_held allocates
+ * @uc: references from alloc_ucounts(), NULL once put
+ * @charged: their charges not given back yet
+ */
+struct uc_teardown {
+	struct ucounts *uc[ARRAY_SIZE(uc_teardown_ns)];
+	long charged[ARRAY_SIZE(uc_teardown_ns)];
+};
+
+static void uc_teardown_put(void *arg)
+{
+	struct uc_teardown *td = arg;
+	int i;
+
+	for (i = 0; i < ARRAY_SIZE(td->uc); i++) {
+		if (!td->uc[i])
+			continue;
+		for (; td->charged[i] > 0; td->charged[i]--)
+			dec_rlimit_put_ucounts(td->uc[i], UC_RL_GET);
+		put_ucounts(td->uc[i]);
+		td->uc[i] = NULL;
+	}
+	set_cpus_allowed_ptr(current, cpu_possible_mask);
+}
+
+/* Run the test thread on the @k-th online CPU. */
+static void uc_move_to_cpu(unsigned int k)
+{
+	unsigned int cpu = cpumask_nth(k % num_online_cpus(), cpu_online_mask);
+
+	set_cpus_allowed_ptr(current, cpumask_of(cpu));
+}
+
+/* Levels whose pending-signal counter holds amounts on some CPU. */
+static int uc_levels_with_percpu_amounts(struct uc_case *c)
+{
+	int i, held = 0;
+
+#ifdef CGK_SIGPENDING_LIMIT_ARG
+	for (i = 0; i < ARRAY_SIZE(uc_teardown_parent); i++) {
+		struct percpu_counter *fbc = &c->node[uc_teardown_parent[i]].uc->sigpending;
+		int cpu;
+
+		for_each_possible_cpu(cpu) {
+			if (*per_cpu_ptr(fbc->counters, cpu)) {
+				held++;
+				break;
+			}
+		}
+	}
+#endif
+	return held;
+}
+
+/*
+ * Charges made on one CPU and uncharged on another leave amounts in the
+ * per-cpu counters of every level (kernel/ucount.c) that cancel out: each
+ * level reports exactly what is pending while the charges are held, and is
+ * back where it was once they are uncharged; putting the ucounts and the
+ * namespaces frees everything.
+ */
+static void rlimit_teardown_percpu_held(struct kunit *test)
+{
+	kuid_t uid = uc_uid(1 + UC_NR_CHARGE_UIDS);
+	struct uc_teardown *td;
+	long lim[UC_NR_NS];
+	struct uc_node *n;
+	struct uc_case *c;
+	int i, k;
+
+	if (num_online_cpus() < 2)
+		kunit_skip(test, "one CPU: nothing is left on another");
+	c = uc_setup(test, BIT(UC_OP_RL_GET));
+	for (i = 0; i < UC_NR_NS; i++)
+		lim[i] = UC_HUGE_RLIMIT;
+	uc_set_sigpending_max(c, lim);
+
+	td = kunit_kzalloc(test, sizeof(*td), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, td);
+	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, uc_teardown_put, td));
+
+	for (i = 0; i < ARRAY_SIZE(uc_teardown_ns); i++) {
+		const char *ns_name = uc_ns_name[uc_teardown_ns[i]];
+
+		td->uc[i] = alloc_ucounts(c->ns[uc_teardown_ns[i]], uid);
+		KUNIT_ASSERT_NOT_NULL_MSG(test, td->uc[i], "alloc_ucounts(%s, uid %u)",
+					  ns_name, __kuid_val(uid));
+		/* All charged on the first CPU ... */
+		uc_move_to_cpu(0);
+		for (k = 0; k < UC_TEARDOWN_CHARGES; k++) {
+			KUNIT_ASSERT_TRUE_MSG(test,
+					      cgk_sigpending_charge(td->uc[i], false, LONG_MAX),
+					      "charge %d from (%s, uid %u) refused under huge limits",
+					      k, ns_name, __kuid_val(uid));
+			td->charged[i]++;
+		}
+	}
+	for (i = 0; i < ARRAY_SIZE(uc_teardown_parent); i++) {
+		n = &c->node[uc_teardown_parent[i]];
+		KUNIT_EXPECT_EQ_MSG(test, uc_pending(n),
+				    (long)uc_teardown_fanin[i] * UC_TEARDOWN_CHARGES,
+				    "%s: %ld pending with %d charges through it held",
+				    n->name, uc_pending(n),
+				    uc_teardown_fanin[i] * UC_TEARDOWN_CHARGES);
+	}
+	/* ... and all uncharged on the second. */
+	uc_move_to_cpu(1);
+	for (i = 0; i < ARRAY_SIZE(uc_teardown_ns); i++) {
+		for (; td->charged[i] > 0; td->charged[i]--)
+			dec_rlimit_put_ucounts(td->uc[i], UC_RL_GET);
+	}
+	set_cpus_allowed_ptr(current, cpu_possible_mask);
+
+	for (i = 0; i < ARRAY_SIZE(uc_teardown_parent); i++) {
+		n = &c->node[uc_teardown_parent[i]];
+		KUNIT_EXPECT_EQ_MSG(test, uc_pending(n), 0L,
+				    "%s: %ld pending once every charge through it was uncharged",
+				    n->name, uc_pending(n));
+	}
+#ifdef CGK_SIGPENDING_LIMIT_ARG
+	KUNIT_EXPECT_GT_MSG(test, uc_levels_with_percpu_amounts(c), 0,
+			    "no level holds amounts on a CPU: the case proves nothing");
+#endif
+
+	/* Free the ucounts that charged, then the tree. */
+	kunit_release_action(test, uc_teardown_put, td);
+	for (i = 0; i < ARRAY_SIZE(uc_teardown_parent); i++) {
+		n = &c->node[uc_teardown_parent[i]];
+		KUNIT_EXPECT_EQ_MSG(test, uc_pending(n), 0L,
+				    "%s: %ld pending after the ucounts that charged it were freed",
+				    n->name, uc_pending(n));
+	}
+	uc_check_counters(c);
+	uc_check_released(c);
+}
+
+/* ---- rlimit_reported_exact ---------------------------------------------- */
+
+/*
+ * Limits by level, reached now and then by the workers; the odd Cs get a
+ * lower one, so that siblings charge one level under different limits.
+ */
+static const long uc_reported_rlimit_max[4] = { 0, 128, 96, 64 };
+#define UC_REPORTED_RLIMIT_LOW	48
+
+/**
+ * struct uc_reported - what rlimit_reported_exact gives back at the end
+ * @c: the case
+ * @gang: the gang whose workers still hold charges; NULL until created
+ */
+struct uc_reported {
+	struct uc_case *c;
+	struct cgk_gang *gang;
+};
+
+static void uc_reported_release(void *arg)
+{
+	struct uc_reported *r = arg;
+	unsigned int i;
+
+	for (i = 0; r->gang && i < r->gang->nr; i++) {
+		struct uc_worker *me = r->gang->workers[i].priv;
+
+		while (me && me->nr_held)
+			uc_release(r->c, &me->held[--me->nr_held]);
+	}
+}
+
+/* uc_step() without the final uncharge: holdings stay for the check. */
+static const struct cgk_gang_ops uc_hold_ops = {
+	.step = uc_step,
+};
+
+/*
+ * Random charges and uncharges from every target; once the workers stopped,
+ * still holding what they held, every level reports its true count.
+ */
+static void rlimit_reported_exact(struct kunit *test)
+{
+	unsigned int i, nr = cgk_param_threads(test);
+	long lim[UC_NR_NS];
+	struct uc_reported *r;
+	struct uc_case *c;
+
+	c = uc_setup(test, BIT(UC_OP_RL_GET));
+	for (i = 0; i < UC_NR_NS; i++)
+		lim[i] = uc_reported_rlimit_max[uc_ns_level(i)];
+	for (i = 1; i < 6; i += 2)
+		lim[UC_NS_C(i)] = UC_REPORTED_RLIMIT_LOW;
+	uc_set_sigpending_max(c, lim);
+
+	r = kunit_kzalloc(test, sizeof(*r), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, r);
+	r->c = c;
+	/* Registered before the gang, so it runs after the gang stopped. */
+	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, uc_reported_release, r));
+
+	r->gang = cgk_gang_create(test, nr, &uc_hold_ops, c);
+	KUNIT_ASSERT_NOT_NULL(test, r->gang);
+	for (i = 0; i < nr; i++) {
+		r->gang->workers[i].priv = kunit_kzalloc(test, sizeof(struct uc_worker),
+							 GFP_KERNEL);
+		KUNIT_ASSERT_NOT_NULL(test, r->gang->workers[i].priv);
+	}
+	/* The check is of the state they leave: a quarter is mix enough. */
+	r->gang->duration_ms = max(cgk_duration_ms() / 4, 10U);
+	cgk_gang_run(r->gang);
+	cgk_gang_report(r->gang);
+
+	for (i = 0; i < UC_NR_NODES; i++) {
+		struct uc_node *n = &c->node[i];
+		long held = atomic_long_read(&n->shadow[1]);
+
+		KUNIT_EXPECT_EQ_MSG(test, uc_pending(n), held,
+				    "%s: get_rlimit_value() says %ld pending once the workers stopped, %ld charges through it are held",
+				    n->name, uc_pending(n), held);
+	}
+	kunit_info(test, "%lu steps, %ld charges admitted, %ld refused\n",
+		   cgk_gang_iterations(r->gang), atomic_long_read(&c->admitted),
+		   atomic_long_read(&c->refused));
+
+	kunit_release_action(test, uc_reported_release, r);
+	uc_check_counters(c);
+	uc_check_released(c);
+}
+
 static struct kunit_case cgroup_ucount_cases[] = {
 	KUNIT_CASE_PARAM(ucount_inc_dec, cgk_threads_gen),
 	KUNIT_CASE_PARAM(rlimit_add_sub, cgk_threads_gen),
@@ -697,6 +1369,10 @@ static struct kunit_case cgroup_ucount_cases[] = {
 	KUNIT_CASE_PARAM(rlimit_get_put_hardirq, cgk_threads_gen),
 	KUNIT_CASE_PARAM(ucounts_alloc_put, cgk_threads_gen),
 	KUNIT_CASE_PARAM(ucount_all_paths, cgk_threads_gen),
+	KUNIT_CASE_PARAM(rlimit_exact_limit, uc_exact_gen_params),
+	KUNIT_CASE(rlimit_reclaim_near_limit),
+	KUNIT_CASE(rlimit_teardown_percpu_held),
+	KUNIT_CASE_PARAM(rlimit_reported_exact, cgk_threads_gen),
 	{}
 };
 

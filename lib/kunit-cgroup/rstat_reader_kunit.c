@@ -1,0 +1,503 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * cgroup_rstat_reader: the cpu.stat reader that copies a cgroup's base stats
+ * without rstat_base_lock (a seqcount snapshot) and shares flushes with the
+ * other readers of the cgroup, racing the flushes that write the stats and
+ * the removal of the cgroups it reads.
+ *
+ * What races and what is checked:
+ *  - reader_torn_snapshot: on each of a few CPUs, an updater bound there
+ *    charges a leaf of its own user, system and total time in a fixed ratio
+ *    (u, 2u, 3u), with interrupts off across the three charges, and a
+ *    flusher bound there flushes that leaf, which propagates to the top. A
+ *    flush reads the leaf's stats of that CPU with interrupts off there, and
+ *    no other CPU charges the leaf, so every flush applies a delta in the
+ *    same ratio, and every state of the leaves' and the top's stats between
+ *    two flushes has system == 2 * user and usage == 3 * user. Readers take
+ *    snapshots (cgroup_base_stat_snapshot(), no flush) of the leaves and the
+ *    top in a tight loop and check the relation on every read: a snapshot
+ *    mixing fields from before and after a flush breaks it. Nothing else
+ *    charges or flushes these cgroups.
+ *  - reader_fresh: updaters charge random leaves under a top cgroup on any
+ *    CPU and, once a charge returned, add it to a ledger; readers read the
+ *    ledger, then cpu.stat of the top or a leaf through
+ *    cgroup_base_stat_read(): what they see must include everything the
+ *    ledger had (a reader never returns data older than what was charged
+ *    before it started), and never go backwards; flushers flush random
+ *    cgroups meanwhile, so readers often arrive while a flush runs.
+ *  - reader_fresh_removal: the same, while worker 0 keeps creating leaves,
+ *    letting updaters charge them and readers read them, and removing them
+ *    while readers still hold them; once everything is freed, the top's
+ *    totals equal what was charged below it, exactly.
+ * After each case, cgroups and css_sets are back to their baseline. The
+ * oracle (harness.c) fails a case on any lockdep, KCSAN, KASAN or WARNING
+ * report.
+ */
+
+#include <linux/cgroup.h>
+#include <linux/cpumask.h>
+#include <linux/delay.h>
+#include <linux/kernel_stat.h>
+#include <linux/sched.h>
+#include <linux/slab.h>
+#include <linux/spinlock.h>
+
+#include "harness.h"
+
+#define RR_NR_LEAVES		4
+#define RR_MAX_DELTA		1000	/* ns per charge */
+#define RR_SETTLE_TIMEOUT_MS	10000
+
+enum rr_kind { RR_TORN, RR_FRESH, RR_FRESH_REMOVAL };
+
+/* A cgroup the case reads, with what was charged to it and below it. */
+struct rr_node {
+	struct cgroup *cgrp;
+	atomic64_t charged;		/* usage, ns */
+};
+
+/* The leaf being created and removed by worker 0, for others to use. */
+struct rr_eph {
+	spinlock_t lock;		/* guards cgrp */
+	struct cgroup *cgrp;
+	atomic64_t charged;		/* to the current one */
+};
+
+struct rr_case {
+	struct kunit *test;
+	enum rr_kind kind;
+	/* RR_TORN: leaf i is charged and flushed on CPU cpu[i] only */
+	unsigned int nr_writers;
+	unsigned int cpu[RR_NR_LEAVES];
+	struct rr_node top;
+	struct rr_node leaf[RR_NR_LEAVES];
+	struct rr_eph eph;
+	unsigned int eph_gen;
+	atomic64_t removed_charged;	/* to removed leaves: in top's total */
+	atomic_long_t reads, flushes, removed;
+	unsigned int base_css_sets;
+	int base_nr_cgrps;
+};
+
+/* What one reader saw last. */
+struct rr_seen {
+	u64 usage[1 + RR_NR_LEAVES];
+};
+
+/* ---- roles -------------------------------------------------------------- */
+
+enum rr_role { RR_UPDATER, RR_FLUSHER, RR_READER, RR_CHURNER };
+
+static enum rr_role rr_role(struct rr_case *c, unsigned int index)
+{
+	if (c->kind == RR_TORN)
+		return index >= 2 * c->nr_writers ? RR_READER :
+		       index & 1 ? RR_FLUSHER : RR_UPDATER;
+	if (c->kind == RR_FRESH_REMOVAL && index == 0)
+		return RR_CHURNER;
+	switch (index % 4) {
+	case 0:
+		return RR_UPDATER;
+	case 1:
+		return RR_FLUSHER;
+	default:
+		return RR_READER;
+	}
+}
+
+/* ---- torn snapshots ----------------------------------------------------- */
+
+#define RR_TORN_READS		64	/* snapshots per step of a reader */
+
+static void rr_torn_update(struct cgk_worker *w, struct rr_case *c)
+{
+	unsigned int i = w->index / 2;
+	u64 u = 1 + cgk_rand(w, RR_MAX_DELTA);
+	struct cgroup *leaf = c->leaf[i].cgrp;
+	unsigned long flags;
+
+	/* Interrupts off: no flush on this CPU between the three. */
+	local_irq_save(flags);
+	if (smp_processor_id() == c->cpu[i]) {
+		__cgroup_account_cputime_field(leaf, CPUTIME_USER, u);
+		__cgroup_account_cputime_field(leaf, CPUTIME_SYSTEM, 2 * u);
+		__cgroup_account_cputime(leaf, 3 * u);
+	}
+	local_irq_restore(flags);
+}
+
+/* Only the leaf of this CPU: a flush reads its stats of every CPU. */
+static void rr_torn_flush(struct cgk_worker *w, struct rr_case *c)
+{
+	css_rstat_flush(&c->leaf[w->index / 2].cgrp->self);
+	atomic_long_inc(&c->flushes);
+}
+
+static bool rr_torn_check(struct cgk_worker *w, const char *name,
+			  struct cgroup *cgrp)
+{
+	struct cgroup_base_stat s;
+	u64 user, sys, sum;
+
+	cgroup_base_stat_snapshot(cgrp, &s);
+	user = s.cputime.utime;
+	sys = s.cputime.stime;
+	sum = s.cputime.sum_exec_runtime;
+	if (sys == 2 * user && sum == 3 * user)
+		return true;
+	cgk_fail(w, "%s: torn snapshot: user %llu, system %llu, usage %llu (want 1:2:3)",
+		 name, user, sys, sum);
+	return false;
+}
+
+static void rr_torn_read(struct cgk_worker *w, struct rr_case *c)
+{
+	unsigned int k;
+
+	for (k = 0; k < RR_TORN_READS; k++) {
+		struct cgroup *leaf = c->leaf[k % c->nr_writers].cgrp;
+
+		if (!rr_torn_check(w, "leaf", leaf) ||
+		    !rr_torn_check(w, "top", c->top.cgrp))
+			break;
+	}
+	atomic_long_add(k, &c->reads);
+}
+
+/* ---- fresh reads -------------------------------------------------------- */
+
+/* Charge a random leaf (sometimes the ephemeral one), then the ledger. */
+static void rr_fresh_update(struct cgk_worker *w, struct rr_case *c)
+{
+	u64 d = 1 + cgk_rand(w, RR_MAX_DELTA);
+	bool charged = false;
+
+	if (c->kind == RR_FRESH_REMOVAL && !cgk_rand(w, 4)) {
+		/* Under the lock: the ledger is that of this leaf. */
+		spin_lock(&c->eph.lock);
+		if (c->eph.cgrp) {
+			__cgroup_account_cputime(c->eph.cgrp, d);
+			atomic64_add_return(d, &c->eph.charged);
+			charged = true;
+		}
+		spin_unlock(&c->eph.lock);
+	}
+	if (!charged) {
+		struct rr_node *n = &c->leaf[cgk_rand(w, RR_NR_LEAVES)];
+
+		__cgroup_account_cputime(n->cgrp, d);
+		/* value-returning: ordered after the charge */
+		atomic64_add_return(d, &n->charged);
+	}
+	atomic64_add_return(d, &c->top.charged);
+}
+
+static void rr_fresh_flush(struct cgk_worker *w, struct rr_case *c)
+{
+	unsigned int i = cgk_rand(w, 1 + RR_NR_LEAVES);
+	struct rr_node *n = i ? &c->leaf[i - 1] : &c->top;
+
+	css_rstat_flush(&n->cgrp->self);
+	atomic_long_inc(&c->flushes);
+}
+
+static void rr_fresh_check(struct cgk_worker *w, const char *what, u64 *last,
+			   u64 before, struct cgroup *cgrp)
+{
+	struct cgroup_base_stat shown, raw;
+
+	cgroup_base_stat_read(cgrp, &shown, &raw);
+	if (raw.cputime.sum_exec_runtime < before)
+		cgk_fail(w, "%s: cpu.stat usage %llu, but %llu was charged before the read began",
+			 what, raw.cputime.sum_exec_runtime, before);
+	else if (last && raw.cputime.sum_exec_runtime < *last)
+		cgk_fail(w, "%s: cpu.stat usage went backwards: %llu after %llu",
+			 what, raw.cputime.sum_exec_runtime, *last);
+	if (last)
+		*last = raw.cputime.sum_exec_runtime;
+}
+
+static void rr_fresh_read(struct cgk_worker *w, struct rr_case *c)
+{
+	struct rr_seen *seen = w->priv;
+	unsigned int i = cgk_rand(w, 2 + RR_NR_LEAVES);
+	struct cgroup *eph = NULL;
+	char what[16];
+	u64 before;
+
+	if (i == 1 + RR_NR_LEAVES) {
+		/* The ephemeral leaf, while it lives and after its removal. */
+		spin_lock(&c->eph.lock);
+		eph = c->eph.cgrp;
+		if (eph) {
+			cgroup_get(eph);
+			before = atomic64_read_acquire(&c->eph.charged);
+		}
+		spin_unlock(&c->eph.lock);
+		if (!eph)
+			return;
+		rr_fresh_check(w, "removed leaf", NULL, before, eph);
+		cgroup_put(eph);
+	} else {
+		struct rr_node *n = i ? &c->leaf[i - 1] : &c->top;
+
+		before = atomic64_read_acquire(&n->charged);
+		snprintf(what, sizeof(what), i ? "leaf%u" : "top", i - 1);
+		rr_fresh_check(w, what, &seen->usage[i], before, n->cgrp);
+	}
+	atomic_long_inc(&c->reads);
+}
+
+/* Create a leaf, let others charge and read it, remove it while they do. */
+static void rr_churn(struct cgk_worker *w, struct rr_case *c)
+{
+	struct cgroup *cgrp;
+	char name[24];
+	int ret;
+
+	snprintf(name, sizeof(name), "eph%u", c->eph_gen++);
+	cgrp = cgroup_create_for_test(c->top.cgrp, name);
+	if (IS_ERR(cgrp)) {
+		cgk_fail(w, "creating leaf %s: %pe", name, cgrp);
+		return;
+	}
+	spin_lock(&c->eph.lock);
+	atomic64_set(&c->eph.charged, 0);
+	c->eph.cgrp = cgrp;
+	spin_unlock(&c->eph.lock);
+
+	usleep_range(500, 1000);
+	ret = cgroup_destroy_for_test(cgrp);
+	if (ret)
+		cgk_fail(w, "removing leaf %s: %d", name, ret);
+	else
+		atomic_long_inc(&c->removed);
+	/* Readers that hold it keep reading the removed leaf a little. */
+	usleep_range(200, 400);
+
+	spin_lock(&c->eph.lock);
+	c->eph.cgrp = NULL;
+	atomic64_add(atomic64_read(&c->eph.charged), &c->removed_charged);
+	spin_unlock(&c->eph.lock);
+	cgroup_put(cgrp);
+}
+
+static void rr_step(struct cgk_worker *w)
+{
+	struct rr_case *c = w->gang->data;
+	enum rr_role role = rr_role(c, w->index);
+
+	if (c->kind == RR_TORN) {
+		/* Charges and flushes of a leaf on one CPU; readers anywhere. */
+		if (!w->iterations && role != RR_READER)
+			set_cpus_allowed_ptr(current, cpumask_of(c->cpu[w->index / 2]));
+		if (role == RR_UPDATER)
+			rr_torn_update(w, c);
+		else if (role == RR_FLUSHER)
+			rr_torn_flush(w, c);
+		else
+			rr_torn_read(w, c);
+		return;
+	}
+	switch (role) {
+	case RR_UPDATER:
+		rr_fresh_update(w, c);
+		break;
+	case RR_FLUSHER:
+		rr_fresh_flush(w, c);
+		break;
+	case RR_READER:
+		rr_fresh_read(w, c);
+		break;
+	case RR_CHURNER:
+		rr_churn(w, c);
+		break;
+	}
+}
+
+static const struct cgk_gang_ops rr_gang_ops = {
+	.step = rr_step,
+};
+
+/* ---- fixture ------------------------------------------------------------ */
+
+static void rr_teardown(void *arg)
+{
+	struct rr_case *c = arg;
+	int i, ret;
+
+	for (i = RR_NR_LEAVES - 1; i >= -1; i--) {
+		struct rr_node *n = i < 0 ? &c->top : &c->leaf[i];
+
+		if (!n->cgrp)
+			continue;
+		ret = cgroup_destroy_for_test(n->cgrp);
+		if (ret && ret != -ENODEV)
+			KUNIT_FAIL(c->test, "removing a test cgroup: %d", ret);
+		cgroup_put(n->cgrp);
+		n->cgrp = NULL;
+	}
+}
+
+static bool rr_settled(void *arg)
+{
+	struct rr_case *c = arg;
+
+	return cgroup_nr_css_sets_for_test() == c->base_css_sets &&
+	       atomic_read(&cgrp_dfl_root.nr_cgrps) == c->base_nr_cgrps;
+}
+
+static bool rr_leaves_freed(void *arg)
+{
+	struct rr_case *c = arg;
+
+	return atomic_read(&cgrp_dfl_root.nr_cgrps) ==
+	       c->base_nr_cgrps + 1 + RR_NR_LEAVES;
+}
+
+static struct cgroup *rr_create(struct kunit *test, struct cgroup *parent,
+				const char *name)
+{
+	struct cgroup *cgrp = cgroup_create_for_test(parent, name);
+
+	if (IS_ERR(cgrp))
+		KUNIT_FAIL_AND_ABORT(test, "creating %s: %ld", name, PTR_ERR(cgrp));
+	return cgrp;
+}
+
+static struct rr_case *rr_setup(struct kunit *test, enum rr_kind kind)
+{
+	struct rr_case *c;
+	char name[32];
+	int i;
+
+	c = kunit_kzalloc(test, sizeof(*c), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, c);
+	c->test = test;
+	c->kind = kind;
+	spin_lock_init(&c->eph.lock);
+	c->base_css_sets = cgroup_nr_css_sets_for_test();
+	c->base_nr_cgrps = atomic_read(&cgrp_dfl_root.nr_cgrps);
+	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, rr_teardown, c));
+
+	/* A unique name: a failed case may leave its top behind. */
+	snprintf(name, sizeof(name), "cgk-rreader-%d-%d", kind, test->param_index);
+	c->top.cgrp = rr_create(test, &cgrp_dfl_root.cgrp, name);
+	for (i = 0; i < RR_NR_LEAVES; i++) {
+		snprintf(name, sizeof(name), "leaf%d", i);
+		c->leaf[i].cgrp = rr_create(test, c->top.cgrp, name);
+	}
+	return c;
+}
+
+/* Once all is quiet: the top's total is what was charged below it. */
+static void rr_check_total(struct rr_case *c)
+{
+	struct cgroup_base_stat shown, raw;
+	u64 want = atomic64_read(&c->top.charged);
+
+	cgroup_base_stat_read(c->top.cgrp, &shown, &raw);
+	KUNIT_EXPECT_EQ_MSG(c->test, raw.cputime.sum_exec_runtime, want,
+			    "top: usage %llu, charged below it %llu (%llu of it to removed leaves)",
+			    raw.cputime.sum_exec_runtime, want,
+			    atomic64_read(&c->removed_charged));
+}
+
+static void rr_run(struct kunit *test, enum rr_kind kind)
+{
+	unsigned int i, nr = cgk_param_threads(test);
+	struct cgk_gang *gang;
+	struct rr_case *c;
+
+	if (kind == RR_TORN && num_online_cpus() < 2)
+		kunit_skip(test, "one CPU: readers cannot race the flushes");
+	c = rr_setup(test, kind);
+	if (kind == RR_TORN) {
+		unsigned int cpu;
+
+		/* Half the CPUs write, and a reader for each writer pair. */
+		c->nr_writers = clamp(min(num_online_cpus() / 2, nr / 4), 1U,
+				      (unsigned int)RR_NR_LEAVES);
+		i = 0;
+		for_each_online_cpu(cpu) {
+			if (i == c->nr_writers)
+				break;
+			c->cpu[i++] = cpu;
+		}
+	}
+	gang = cgk_gang_create(test, nr, &rr_gang_ops, c);
+	KUNIT_ASSERT_NOT_NULL(test, gang);
+	for (i = 0; i < nr; i++) {
+		if (rr_role(c, i) != RR_READER)
+			continue;
+		gang->workers[i].priv = kunit_kzalloc(test, sizeof(struct rr_seen),
+						      GFP_KERNEL);
+		KUNIT_ASSERT_NOT_NULL(test, gang->workers[i].priv);
+	}
+
+	cgk_gang_run(gang);
+	cgk_gang_report(gang);
+	kunit_info(test, "%ld reads, %ld flushes, %ld leaves removed\n",
+		   atomic_long_read(&c->reads), atomic_long_read(&c->flushes),
+		   atomic_long_read(&c->removed));
+	KUNIT_EXPECT_GT_MSG(test, atomic_long_read(&c->reads), 0L,
+			    "no reader ever read");
+
+	if (kind != RR_TORN) {
+		if (!cgk_wait_for(rr_leaves_freed, c, RR_SETTLE_TIMEOUT_MS))
+			KUNIT_FAIL(test, "removed leaves not freed %d ms after the workers stopped",
+				   RR_SETTLE_TIMEOUT_MS);
+		else
+			rr_check_total(c);
+	}
+	if (kind == RR_FRESH_REMOVAL)
+		KUNIT_EXPECT_GT_MSG(test, atomic_long_read(&c->removed), 0L,
+				    "no leaf was removed while read");
+
+	kunit_release_action(test, rr_teardown, c);
+	if (!cgk_wait_for(rr_settled, c, RR_SETTLE_TIMEOUT_MS))
+		KUNIT_FAIL(test,
+			   "css_sets %u (baseline %u), cgroups %d (baseline %d) %d ms after teardown",
+			   cgroup_nr_css_sets_for_test(), c->base_css_sets,
+			   atomic_read(&cgrp_dfl_root.nr_cgrps), c->base_nr_cgrps,
+			   RR_SETTLE_TIMEOUT_MS);
+}
+
+/* Snapshots racing the flushes that write them: never torn. */
+static void reader_torn_snapshot(struct kunit *test)
+{
+	rr_run(test, RR_TORN);
+}
+
+/* cpu.stat shows at least what was charged before the read began. */
+static void reader_fresh(struct kunit *test)
+{
+	rr_run(test, RR_FRESH);
+}
+
+/* The same on leaves being removed while read; exact totals after. */
+static void reader_fresh_removal(struct kunit *test)
+{
+	rr_run(test, RR_FRESH_REMOVAL);
+}
+
+#define RR_CASE(fn) \
+	KUNIT_CASE_PARAM_ATTR(fn, cgk_threads_gen, { .speed = KUNIT_SPEED_SLOW })
+
+static struct kunit_case cgroup_rstat_reader_cases[] = {
+	RR_CASE(reader_torn_snapshot),
+	RR_CASE(reader_fresh),
+	RR_CASE(reader_fresh_removal),
+	{}
+};
+
+static struct kunit_suite cgroup_rstat_reader_suite = {
+	.name = "cgroup_rstat_reader",
+	.suite_init = cgk_suite_init,
+	.suite_exit = cgk_suite_exit,
+	.init = cgk_case_init,
+	.exit = cgk_case_exit,
+	.test_cases = cgroup_rstat_reader_cases,
+};
+
+kunit_test_suite(cgroup_rstat_reader_suite);
