@@ -4,12 +4,19 @@
 # Variables: KERNEL_SRC=/path/to/your/linux (a git tree; default: the pinned
 # Debian base), KERNEL_ARGS="cgroup_kunit.seed=N ...", FILTER='suite.case',
 # CGKUNIT_ACCEL=auto|kvm|tcg (QEMU accelerator; auto probes KVM first).
+# make bench: REPS=N (1..50) repetitions of every point, DURATION_MS=N
+# (100..60000) per repetition, ROUNDS=N (1..10) boots of each kernel,
+# alternating, VCPUS=N QEMU vCPUs (default: host cores, at least 4),
+# ONLY=rstat,ucount,migrate (default all).
 
 PYTHON ?= python3
 CGKUNIT := $(PYTHON) tools/kunit/cgkunit.py
+REPS ?= 5
+DURATION_MS ?= 1000
+ROUNDS ?= 3
 export KERNEL_SRC KERNEL_REF KERNEL_ARGS FILTER CGKUNIT_ACCEL
 
-.PHONY: run test kcsan kasan lockdep-x86 check module pytest deps clean help
+.PHONY: run test kcsan kasan lockdep-x86 check module bench pytest deps clean help
 
 help:
 	@echo "make run      the suite on UML under lockdep (the main job)"
@@ -19,6 +26,8 @@ help:
 	@echo "make kasan    the suite on x86_64 QEMU under generic KASAN"
 	@echo "make check    prove the oracles: deliberately broken kernels must go red"
 	@echo "make module   build the suite as a module (cgroup_kunit.ko)"
+	@echo "make bench    benchmarks: base kernel vs base + kernel/series, side by side"
+	@echo "              (x86_64 QEMU; REPS=$(REPS) DURATION_MS=$(DURATION_MS); not part of make test)"
 	@echo "make clean    remove build/ (sources, trees, build dirs, results)"
 
 deps:
@@ -41,6 +50,10 @@ check: deps
 
 module: deps
 	$(CGKUNIT) module --profile um-lockdep
+
+bench: deps
+	$(CGKUNIT) bench --reps $(REPS) --duration-ms $(DURATION_MS) \
+		--rounds $(ROUNDS) $(if $(VCPUS),--vcpus $(VCPUS)) $(if $(ONLY),--only $(ONLY))
 
 pytest:
 	$(PYTHON) -m pytest -q tools/kunit/tests

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .common import DriverError, say
+from .profile import isolate_mode
 from .report import Report, TestResult
 
 CHECKS_FILE = Path("tools") / "kunit" / "checks.json"
@@ -33,6 +34,9 @@ class Check:
     expect_pass_others: bool = True
     expect_status: str = ""
     expect_console: list[str] = field(default_factory=list)
+    # "suite"/"test": boot once per suite/test (kunit.py --run_isolated), "none": one boot;
+    # "" (not set): $CGKUNIT_ISOLATE or check --isolate, else the profile's isolate
+    isolate: str = ""
 
     @property
     def wanted_status(self) -> str:
@@ -56,6 +60,15 @@ def _strings(where: str, value: Any) -> list[str]:
     return list(value)
 
 
+def _isolate(where: str, value: Any) -> str:
+    """A check's isolate key: "suite", "test" or "none" ("" when absent)."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise DriverError(f"{where}: isolate must be a string")
+    return isolate_mode(value, f"{where}: isolate") or "none"
+
+
 def parse_checks(data: Any, where: str = str(CHECKS_FILE)) -> list[Check]:
     """Validate the checks.json document."""
     items = data.get("checks") if isinstance(data, dict) else data
@@ -70,7 +83,7 @@ def parse_checks(data: Any, where: str = str(CHECKS_FILE)) -> list[Check]:
         at = f"{where}: {item['name']}"
         unknown = set(item) - {"name", "profile", "kernel_args", "extra_patches", "filter",
                                "expect_fail", "expect_splat", "expect_pass_others",
-                               "expect_status", "expect_console", "comment"}
+                               "expect_status", "expect_console", "isolate", "comment"}
         if unknown:
             raise DriverError(f"{at}: unknown keys {', '.join(sorted(unknown))}")
         splats = []
@@ -86,12 +99,20 @@ def parse_checks(data: Any, where: str = str(CHECKS_FILE)) -> list[Check]:
             expect_fail=_strings(f"{at}: expect_fail", item.get("expect_fail", [])),
             expect_splat=splats, expect_pass_others=bool(item.get("expect_pass_others", True)),
             expect_status=str(item.get("expect_status", "")),
-            expect_console=_strings(f"{at}: expect_console", item.get("expect_console", []))))
+            expect_console=_strings(f"{at}: expect_console", item.get("expect_console", [])),
+            isolate=_isolate(at, item.get("isolate"))))
     names = [c.name for c in checks]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise DriverError(f"{where}: duplicate check names {', '.join(dupes)}")
     return checks
+
+
+def check_isolate(check: Check, default: str | None) -> str | None:
+    """The isolate mode of a check's run: its own key, else default (None: the profile's)."""
+    if check.isolate:
+        return "" if check.isolate == "none" else check.isolate
+    return default
 
 
 def load_checks(repo: Path) -> list[Check]:

@@ -8,21 +8,28 @@ import sys
 from pathlib import Path
 from typing import NoReturn, Sequence
 
+from . import bench
 from . import check as checks
 from . import deps, pipeline
-from .common import DriverError, build_root, find_repo_root, one_line, read_json, say
+from .common import DriverError, build_root, find_repo_root, one_line, say
 from .fetch import fetch_base
-from .profile import list_profiles, load_profile, results_dir
-from .report import (EXIT_ERROR, EXIT_HELP, Report, build_report, exit_code, format_summary,
-                     write_summary)
-from .run import read_exec_info
+from .profile import isolate_mode, list_profiles, load_profile, results_dir
+from .report import EXIT_ERROR, EXIT_HELP, Report, exit_code, format_summary
 
 DESCRIPTION = """Drive the cgroup KUnit suite: fetch the pinned base, prepare a git tree
 (base + kernel/series + the suite), build a profile with the tree's own kunit.py,
 boot it under a watchdog and report tests, splats and seeds."""
+BENCH_DESCRIPTION = """Build the base (kernel/series up to tools/kunit/bench.json's base_before)
+and the whole series with bench.json's profile, boot each once with the same seed,
+and compare their metric lines: a table on stdout; bench.json, bench.txt and plots
+in build/results/bench/."""
 ENV_HELP = """environment: KERNEL_SRC, KERNEL_REF, KERNEL_ARGS, FILTER (defaults of the
 options), CGKUNIT_BUILD (build root), CGKUNIT_APT_MIRROR (Debian mirror),
-CGKUNIT_ACCEL=auto|kvm|tcg (QEMU accelerator for x86_64 profiles)."""
+CGKUNIT_ACCEL=auto|kvm|tcg (QEMU accelerator for x86_64 profiles),
+CGKUNIT_ISOLATE=suite|test|none (default of --isolate for run and check)."""
+ISOLATE_HELP = ("boot once per suite or per test (kunit.py --run_isolated), so a crash or a "
+                "stopped kernel costs only its own suite or test; 'none': one boot "
+                "(default $CGKUNIT_ISOLATE, else the profile's '#@ isolate:', else none)")
 
 
 class Parser(argparse.ArgumentParser):
@@ -39,6 +46,11 @@ def _tree_opts(p: argparse.ArgumentParser) -> None:
                         "it is only read, never modified")
     p.add_argument("--kernel-ref", default=os.environ.get("KERNEL_REF") or "HEAD", metavar="REF",
                    help="commit of --kernel-src to use (default $KERNEL_REF or HEAD)")
+
+
+def _isolate_opt(p: argparse.ArgumentParser, extra: str = "") -> None:
+    p.add_argument("--isolate", default=os.environ.get("CGKUNIT_ISOLATE") or None,
+                   metavar="suite|test|none", help=ISOLATE_HELP + extra)
 
 
 def make_parser() -> Parser:
@@ -69,10 +81,35 @@ def make_parser() -> Parser:
     p.add_argument("--no-build", action="store_true", help="boot the kernel built last time")
     p.add_argument("--jobs", type=int, metavar="N")
     p.add_argument("--verbose", action="store_true", help="echo the console while it runs")
+    _isolate_opt(p)
+    _tree_opts(p)
+    p = sub.add_parser("bench", help="benchmarks: the base kernel against base + kernel/series",
+                       description=BENCH_DESCRIPTION,
+                       epilog=EXIT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--reps", type=int, default=bench.BenchOptions.reps, metavar="N",
+                   help=f"repetitions of every point ({bench.REPS[0]}..{bench.REPS[1]}, "
+                        f"default %(default)s)")
+    p.add_argument("--duration-ms", type=int, default=bench.BenchOptions.duration_ms, metavar="MS",
+                   help=f"length of one rep ({bench.DURATION_MS[0]}..{bench.DURATION_MS[1]}, "
+                        f"default %(default)s)")
+    p.add_argument("--only", metavar="NAMES",
+                   help=f"comma-separated subset of {','.join(bench.BENCH_KEYS)} (default all)")
+    p.add_argument("--seed", type=int, metavar="N", help="suite seed for both boots (default random)")
+    p.add_argument("--vcpus", type=int, metavar="N",
+                   help="QEMU vCPUs instead of the profile's (host cores, at least 4)")
+    p.add_argument("--rounds", type=int, default=bench.BenchOptions.rounds, metavar="N",
+                   help=f"boot base and series alternately N times, reps of each boot pooled "
+                        f"({bench.ROUNDS[0]}..{bench.ROUNDS[1]}, default %(default)s)")
+    p.add_argument("--no-build", action="store_true", help="boot the kernels built last time")
+    p.add_argument("--jobs", type=int, metavar="N")
+    p.add_argument("--report", action="store_true",
+                   help="aggregate the console logs of the last run again (no build, no boot)")
+    p.add_argument("--verbose", action="store_true", help="echo the console while it runs")
     _tree_opts(p)
     p = sub.add_parser("check", help="prove the oracle: runs that must fail as expected")
     p.add_argument("--only", metavar="NAME", help="run just this check")
     p.add_argument("--list", action="store_true", help="list the checks and exit")
+    _isolate_opt(p, " (a check's own \"isolate\" key in checks.json wins)")
     _tree_opts(p)
     p = sub.add_parser("report", help="re-print the report of an earlier run")
     p.add_argument("--profile", required=True)
@@ -87,6 +124,11 @@ def _split_args(text: str) -> list[str]:
         return shlex.split(text)
     except ValueError as e:
         raise DriverError(f"bad --kernel-args {text!r}: {e}") from None
+
+
+def _isolate(value: str | None) -> str | None:
+    """--isolate / $CGKUNIT_ISOLATE checked: None when not given (the profile decides)."""
+    return None if value is None else isolate_mode(value, "--isolate (or CGKUNIT_ISOLATE)")
 
 
 def dispatch(args: argparse.Namespace) -> int:
@@ -116,9 +158,19 @@ def dispatch(args: argparse.Namespace) -> int:
         opts = pipeline.RunOptions(profile=args.profile, kernel_args=_split_args(args.kernel_args),
                                    filter_glob=args.filter, no_build=args.no_build,
                                    kernel_src=args.kernel_src, kernel_ref=args.kernel_ref,
-                                   echo=args.verbose, jobs=args.jobs)
+                                   echo=args.verbose, jobs=args.jobs,
+                                   isolate=_isolate(args.isolate))
         return exit_code(pipeline.run_profile(repo, build, opts).status)
+    if args.command == "bench":
+        opts = bench.BenchOptions(reps=args.reps, duration_ms=args.duration_ms,
+                                  only=bench.parse_only(args.only), seed=args.seed,
+                                  no_build=args.no_build, jobs=args.jobs, report_only=args.report,
+                                  echo=args.verbose, kernel_src=args.kernel_src,
+                                  kernel_ref=args.kernel_ref, vcpus=args.vcpus,
+                                  rounds=args.rounds)
+        return bench.run_bench(repo, build, opts)
     if args.command == "check":
+        isolate = _isolate(args.isolate)
         found = checks.load_checks(repo)
         if args.list:
             for c in found:
@@ -129,24 +181,15 @@ def dispatch(args: argparse.Namespace) -> int:
             return pipeline.run_profile(repo, build, pipeline.RunOptions(
                 profile=c.profile, kernel_args=list(c.kernel_args), filter_glob=c.filter,
                 kernel_src=args.kernel_src, kernel_ref=args.kernel_ref,
-                extra_patches=[Path(p) for p in c.extra_patches], results_tag=f"check-{c.name}"))
+                extra_patches=[Path(p) for p in c.extra_patches], results_tag=f"check-{c.name}",
+                isolate=checks.check_isolate(c, isolate)))
         code, table = checks.run_checks(found, runner, args.only)
         print(table, end="")
         return code
     if args.command == "report":
         load_profile(repo, args.profile)
-        results = results_dir(build, args.profile, args.variant)
-        console = results / "console.log"
-        if not console.is_file():
-            raise DriverError(f"no console log at {console}; run the profile first")
-        info = read_exec_info(results)
-        old = read_json(results / "summary.json")
-        old = old if isinstance(old, dict) else {}
-        report = build_report(console, str(info.get("verdict", "completed")), profile=args.profile,
-                              tree=str(old.get("tree", "")), base=str(old.get("base", "")),
-                              elapsed=float(str(info.get("elapsed", 0.0))))
-        report.replay_target = pipeline.replay_target(repo, args.profile)
-        write_summary(report, results)
+        report = pipeline.rereport(repo, build, args.profile,
+                                   results_dir(build, args.profile, args.variant))
         print(format_summary(report), end="")
         return exit_code(report.status)
     if args.command == "profiles":

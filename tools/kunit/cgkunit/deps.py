@@ -10,6 +10,7 @@ from .common import DriverError, run_cmd, say
 PACKAGES: tuple[str, ...] = (
     "flex", "bison", "bc", "libelf-dev", "libssl-dev", "qemu-system-x86",
     "ccache", "rsync", "git", "xz-utils", "build-essential", "debian-archive-keyring",
+    "python3-matplotlib",  # make bench's plots (optional: without it, no plots)
 )
 
 Query = Callable[[str], bool]

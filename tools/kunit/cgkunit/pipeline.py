@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import profile as profiles
-from .common import DriverError, say
+from .common import DriverError, read_json, say
 from .fetch import BaseSource, fetch_base
 from .report import Report, build_report, format_summary, write_summary
-from .run import build, exec_tests, kernel_image, kunit_parse
+from .run import build, exec_tests, kernel_image, kunit_parse, read_exec_info
 from .tree import PreparedTree, prepare_tree
 
 
@@ -26,6 +26,7 @@ class RunOptions:
     echo: bool = False
     jobs: int | None = None
     results_tag: str = ""
+    isolate: str | None = None  # "suite"/"test": kunit.py --run_isolated; "": one boot; None: profile's
 
 
 def base_label(base: BaseSource | None, tree: PreparedTree, kernel_src: str | None) -> str:
@@ -91,27 +92,65 @@ def replay_target(repo: Path, profile: str) -> str:
     return f"python3 tools/kunit/cgkunit.py run --profile {profile}"
 
 
-def run_profile(repo: Path, build_root: Path, opts: RunOptions) -> Report:
-    """fetch + prepare + build + exec + parse + report; prints the summary."""
-    prof = profiles.load_profile(repo, opts.profile)
-    tree, base = prepare(repo, build_root, opts.kernel_src, opts.kernel_ref, opts.extra_patches)
-    if not opts.no_build:
-        build(tree.path, prof, repo, build_root, opts.jobs)
-    image = kernel_image(build_root, prof)
+def require_image(build_root: Path, prof: profiles.Profile, out: Path | None = None) -> Path:
+    """The built kernel image; DriverError when it is missing."""
+    image = kernel_image(build_root, prof, out)
     if not image.is_file():
         raise DriverError(f"no kernel built for {prof.name} ({image} missing); run without --no-build")
-    shim = None
-    if prof.arch == "x86_64":
-        accel, _ = profiles.choose_accel(image, build_root)
-        shim = profiles.make_shim(build_root, accel)
-    results = profiles.results_dir(build_root, prof.name, opts.results_tag or tree.variant)
-    ex = exec_tests(tree.path, prof, repo, build_root, results, opts.kernel_args,
-                    opts.filter_glob, shim=shim, echo=opts.echo)
+    return image
+
+
+def choose_qemu(prof: profiles.Profile, image: Path, build_root: Path) -> tuple[Path | None, str]:
+    """(PATH shim, accel) for an x86_64 profile, once per run; (None, "") for UML."""
+    if prof.arch != "x86_64":
+        return None, ""
+    accel, _ = profiles.choose_accel(image, build_root)
+    return profiles.make_shim(build_root, accel), accel
+
+
+def boot_and_report(repo: Path, build_root: Path, prof: profiles.Profile, tree: PreparedTree,
+                    base: str, results: Path, kernel_args: list[str], filter_glob: str, *,
+                    shim: Path | None, out: Path | None = None, echo: bool = False,
+                    isolate: str | None = None) -> Report:
+    """exec + kunit.py parse + our report, written to results (summary not printed)."""
+    ex = exec_tests(tree.path, prof, repo, build_root, results, kernel_args, filter_glob,
+                    shim=shim, echo=echo, out=out, isolate=isolate)
     kunit_parse(tree.path, results)
     report = build_report(ex.console_log, ex.verdict, profile=prof.name,
                           tree=f"{tree.path} @ {tree.head_commit[:12]}", base=base,
                           elapsed=ex.elapsed)
     report.replay_target = replay_target(repo, prof.name)
     write_summary(report, results)
+    return report
+
+
+def rereport(repo: Path, build_root: Path, profile: str, results: Path,
+             hint: str = "run the profile first") -> Report:
+    """The report of an earlier run, rebuilt from its console log (no boot); summary rewritten."""
+    console = results / "console.log"
+    if not console.is_file():
+        raise DriverError(f"no console log at {console}; {hint}")
+    info = read_exec_info(results)
+    old = read_json(results / "summary.json")
+    old = old if isinstance(old, dict) else {}
+    report = build_report(console, str(info.get("verdict", "completed")), profile=profile,
+                          tree=str(old.get("tree", "")), base=str(old.get("base", "")),
+                          elapsed=float(str(info.get("elapsed", 0.0))))
+    report.replay_target = replay_target(repo, profile)
+    write_summary(report, results)
+    return report
+
+
+def run_profile(repo: Path, build_root: Path, opts: RunOptions) -> Report:
+    """fetch + prepare + build + exec + parse + report; prints the summary."""
+    prof = profiles.load_profile(repo, opts.profile)
+    tree, base = prepare(repo, build_root, opts.kernel_src, opts.kernel_ref, opts.extra_patches)
+    if not opts.no_build:
+        build(tree.path, prof, repo, build_root, opts.jobs)
+    image = require_image(build_root, prof)
+    shim, _ = choose_qemu(prof, image, build_root)
+    results = profiles.results_dir(build_root, prof.name, opts.results_tag or tree.variant)
+    report = boot_and_report(repo, build_root, prof, tree, base, results, opts.kernel_args,
+                             opts.filter_glob, shim=shim, echo=opts.echo, isolate=opts.isolate)
     print(format_summary(report), end="", flush=True)
     return report

@@ -18,7 +18,16 @@ PROFILES_DIR = Path("tools") / "kunit" / "profiles"
 ARCHES = ("um", "x86_64")
 ACCEL_MODES = ("auto", "kvm", "tcg")
 QEMU = "qemu-system-x86_64"
-KNOWN_KEYS = ("arch", "kernel_args", "qemu_smp", "boot_timeout", "timeout", "description")
+KNOWN_KEYS = ("arch", "kernel_args", "qemu_smp", "boot_timeout", "timeout", "description",
+              "crash_grace", "storm_repeats", "storm_window", "post_report_silence", "isolate")
+SMP_HOST = "host"
+MIN_HOST_SMP = 4
+# The watchdog's failure-state rules (run.Watchdog); a profile may set each, 0 turns it off.
+CRASH_GRACE_S = 5.0         # after an Oops/BUG: stop unless KUnit prints a result within this
+STORM_REPEATS = 3           # the same report this often with no KTAP result between them ...
+STORM_WINDOW_S = 30.0       # ... and still no result this long after the first: a storm
+POST_REPORT_SILENCE_S = 30.0  # after a lockdep/hung-task/stall/lockup report: console silence
+ISOLATE_MODES = ("suite", "test")  # kunit.py --run_isolated=; "" (or "none"): one boot
 
 
 @dataclass(frozen=True)
@@ -32,6 +41,11 @@ class Profile:
     boot_timeout: int = 120
     timeout: int = 900
     description: str = ""
+    crash_grace: float = CRASH_GRACE_S
+    storm_repeats: int = STORM_REPEATS
+    storm_window: float = STORM_WINDOW_S
+    post_report_silence: float = POST_REPORT_SILENCE_S
+    isolate: str = ""
 
 
 def list_profiles(repo: Path) -> list[str]:
@@ -47,6 +61,56 @@ def _positive_int(path: Path, n: int, key: str, value: str) -> int:
     if number <= 0:
         raise DriverError(f"{path}:{n}: {key} must be a positive integer, got {value!r}")
     return number
+
+
+def _seconds(path: Path, n: int, key: str, value: str) -> float:
+    """A number of seconds >= 0 (0: the rule is off)."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = -1.0
+    if not number >= 0 or number == float("inf"):
+        raise DriverError(f"{path}:{n}: {key} must be a number of seconds >= 0 (0: off), "
+                          f"got {value!r}")
+    return number
+
+
+def _repeats(path: Path, n: int, value: str) -> int:
+    """storm_repeats: 0 (off) or a count of at least 2."""
+    try:
+        number = int(value)
+    except ValueError:
+        number = -1
+    if number < 0 or number == 1:
+        raise DriverError(f"{path}:{n}: storm_repeats must be 0 (off) or an integer >= 2, "
+                          f"got {value!r}")
+    return number
+
+
+def isolate_mode(value: str | None, where: str = "isolate") -> str:
+    """'suite', 'test' or '' (from '', 'none' or None); DriverError otherwise."""
+    mode = (value or "").strip().lower()
+    if mode in ("", "none"):
+        return ""
+    if mode not in ISOLATE_MODES:
+        raise DriverError(f"{where} must be one of {', '.join(ISOLATE_MODES)} or none, got {value!r}")
+    return mode
+
+
+def host_smp(cores: int | None = None) -> int:
+    """vCPUs for `qemu_smp: host`: the host's cores, at least MIN_HOST_SMP."""
+    return max(MIN_HOST_SMP, cores if cores is not None else os.cpu_count() or 1)
+
+
+def _qemu_smp(path: Path, n: int, value: str) -> int:
+    """A positive vCPU count, or `host` resolved on this machine."""
+    if value == SMP_HOST:
+        return host_smp()
+    try:
+        return _positive_int(path, n, "qemu_smp", value)
+    except DriverError:
+        raise DriverError(f"{path}:{n}: qemu_smp must be a positive integer or {SMP_HOST!r}, "
+                          f"got {value!r}") from None
 
 
 def parse_profile(name: str, path: Path) -> Profile:
@@ -67,15 +131,27 @@ def parse_profile(name: str, path: Path) -> Profile:
     if arch not in ARCHES:
         raise DriverError(f"{path}: arch must be one of {', '.join(ARCHES)}, got {arch!r}")
     ints = {k: _positive_int(path, meta[k][0], k, meta[k][1])
-            for k in ("qemu_smp", "boot_timeout", "timeout") if k in meta}
+            for k in ("boot_timeout", "timeout") if k in meta}
+    if "qemu_smp" in meta:
+        ints["qemu_smp"] = _qemu_smp(path, *meta["qemu_smp"])
     try:
         kernel_args = shlex.split(meta.get("kernel_args", (0, ""))[1])
     except ValueError as e:
         raise DriverError(f"{path}: kernel_args: {e}") from None
+    secs = {k: _seconds(path, meta[k][0], k, meta[k][1])
+            for k in ("crash_grace", "storm_window", "post_report_silence") if k in meta}
+    repeats = _repeats(path, *meta["storm_repeats"]) if "storm_repeats" in meta else STORM_REPEATS
+    isolate = ""
+    if "isolate" in meta:
+        isolate = isolate_mode(meta["isolate"][1], f"{path}:{meta['isolate'][0]}: isolate")
     return Profile(name=name, arch=arch, fragment=path.resolve(), kernel_args=kernel_args,
                    qemu_smp=ints.get("qemu_smp") if arch == "x86_64" else None,
                    boot_timeout=ints.get("boot_timeout", 120), timeout=ints.get("timeout", 900),
-                   description=meta.get("description", (0, ""))[1])
+                   description=meta.get("description", (0, ""))[1],
+                   crash_grace=secs.get("crash_grace", CRASH_GRACE_S), storm_repeats=repeats,
+                   storm_window=secs.get("storm_window", STORM_WINDOW_S),
+                   post_report_silence=secs.get("post_report_silence", POST_REPORT_SILENCE_S),
+                   isolate=isolate)
 
 
 def load_profile(repo: Path, name: str) -> Profile:
@@ -87,14 +163,18 @@ def load_profile(repo: Path, name: str) -> Profile:
     return parse_profile(name, path)
 
 
-def out_dir(build: Path, profile: Profile) -> Path:
-    """Kernel build directory of a profile."""
-    return build / "out" / profile.name
+def _with_variant(name: str, variant: str) -> str:
+    return f"{name}+{variant}" if variant else name
+
+
+def out_dir(build: Path, profile: Profile, variant: str = "") -> Path:
+    """Kernel build directory of a profile (and variant)."""
+    return build / "out" / _with_variant(profile.name, variant)
 
 
 def results_dir(build: Path, profile_name: str, variant: str = "") -> Path:
     """Results directory of a profile (and variant)."""
-    return build / "results" / (f"{profile_name}+{variant}" if variant else profile_name)
+    return build / "results" / _with_variant(profile_name, variant)
 
 
 # --- accelerator -------------------------------------------------------------

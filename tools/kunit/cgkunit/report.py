@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .common import write_json
+from .common import read_json, write_json
 
 # --- exit status -------------------------------------------------------------
 
@@ -17,11 +17,14 @@ EXIT_ERROR = 2
 BISECT_SKIP = 125
 STATUS_EXIT = {"pass": EXIT_PASS, "fail": EXIT_FAIL, "crash": EXIT_FAIL, "hang": EXIT_FAIL,
                "timeout": EXIT_FAIL, "boot-timeout": EXIT_FAIL, "no-tests": EXIT_ERROR}
+STOPPED = "stopped: "  # verdict prefix of a boot the watchdog ended on a failure state
 EXIT_HELP = """exit status:
   0  pass: every test passed or skipped, no splat anywhere
   1  the kernel under test failed: a test failed, a splat (lockdep, KCSAN,
      KASAN, refcount, WARNING, BUG, oops, panic, ...) was reported, the kernel
-     crashed, hung, timed out, or did not boot (boot-timeout)
+     crashed, hung, timed out, did not boot (boot-timeout), or the watchdog
+     stopped it on a failure state (panic, crash, report storm, silence
+     after a lockdep/hung-task/stall report)
   2  bad input or infrastructure error: bad KERNEL_SRC, checksum mismatch,
      a patch does not apply, the build failed, no tests ran, bad arguments
   (bisect maps 2 to 125, "skip this commit")"""
@@ -68,6 +71,8 @@ class TestResult:
     notes: list[str] = field(default_factory=list)
     parent: str | None = None
     children: list[str] = field(default_factory=list)
+    metrics: list[dict[str, int | str]] = field(default_factory=list)
+    boot: int = 0  # kunit.py boot (Starting KUnit Kernel (n/N)) the test ran in; 0: not said
 
     @property
     def display(self) -> str:
@@ -82,9 +87,33 @@ class TestResult:
         return {"id": self.id, "level": self.level, "status": self.status,
                 "kunit_status": self.kunit_status, "skip_reason": self.skip_reason,
                 "line_no": self.line_no, "params": self.params, "notes": self.notes,
-                "diagnostics": self.diagnostics,
+                "diagnostics": self.diagnostics, "metrics": self.metrics,
                 "splats": [{"kind": s.kind, "title": s.title, "line_no": s.line_no}
                            for s in self.splats]}
+
+
+@dataclass
+class NotRun:
+    """Tests KUnit planned that the kernel never reached (names are unknown:
+    KTAP names a case in its result line and a suite when it starts)."""
+    what: str       # "case", "suite" or "boot" (a kunit.py --run_isolated boot)
+    count: int
+    suite: str      # the suite the cases belong to ("" for suites and boots)
+    after: str      # the last test reported before them, or "start"
+    planned: int    # what KUnit planned at that level (0 when unknown)
+
+    def describe(self) -> str:
+        plural = "" if self.count == 1 else "s"
+        if self.what == "boot":
+            return (f"{self.count} more isolated kunit.py boot{plural} never started "
+                    f"(after {self.after})")
+        where = f"{self.suite}: " if self.suite else ""
+        plan = f"; KUnit planned {self.planned}" if self.planned else ""
+        return f"{where}{self.count} more {self.what}{plural} never reached (after {self.after}{plan})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"what": self.what, "count": self.count, "suite": self.suite,
+                "after": self.after, "planned": self.planned, "text": self.describe()}
 
 
 @dataclass
@@ -113,12 +142,20 @@ class Report:
     ktap_started: bool = False
     ktap_complete: bool = False
     replay_target: str = "make run"
+    stops: list[dict[str, Any]] = field(default_factory=list)
+    not_run: list[NotRun] = field(default_factory=list)
+    filter_glob: str = ""
+    isolate: str = ""
 
     def test(self, test_id: str) -> TestResult | None:
         return next((t for t in self.tests if t.id == test_id), None)
 
     def failed_tests(self) -> list[TestResult]:
         return [t for t in self.tests if t.status in ("FAIL", "CRASH")]
+
+    def metrics(self) -> list[dict[str, int | str]]:
+        """Every benchmark metric record of the run, in test order."""
+        return [m for t in self.tests for m in t.metrics]
 
     def to_json(self) -> dict[str, Any]:
         return {"profile": self.profile, "tree": self.tree, "base": self.base,
@@ -127,7 +164,9 @@ class Report:
                 "tests": [t.to_json() for t in self.tests],
                 "splats": [s.to_json() for s in self.splats], "notes": self.notes,
                 "console_log": self.console_log, "files": self.files,
-                "replay": replay_hints(self)}
+                "replay": replay_hints(self), "stops": self.stops,
+                "not_run": [n.to_json() for n in self.not_run],
+                "not_run_hints": not_run_hints(self), "isolate": self.isolate}
 
 
 # --- line classification ---------------------------------------------------
@@ -141,7 +180,10 @@ DIRECTIVE = re.compile(r"^(.*?)\s*#\s*(SKIP|TODO)\b\s*(.*)$", re.IGNORECASE)
 DIAG = re.compile(r"^(\s*)#(?: (.*))?$")
 STATS = re.compile(r"(?:^|: )pass:\d+ fail:\d+ skip:\d+ total:\d+$|^Totals: ")
 KV = re.compile(r"([A-Za-z_][\w.]*)=(\S+)")
+METRIC = re.compile(r"(?:^|: )metric: ([A-Za-z_]\w*)((?:\s+\S+)*)\s*$")
+INTEGER = re.compile(r"-?\d+")
 KUNIT_TIMEOUT = re.compile(r"^Command .* timed out after \d+")
+KUNIT_BOOT = re.compile(r"^(?:\[[\d:]+\] )?Starting KUnit Kernel \((\d+)/(\d+)\)")
 CUT_HERE = "------------[ cut here ]------------"
 WINDOW = 8
 
@@ -171,6 +213,23 @@ TRACE_LINES = ("Modules linked in", "CPU:", "Hardware name", "Call Trace", "RIP:
                "---[", "Tainted", "pc :", "Workqueue:")
 
 
+# How the boot watchdog (run.Watchdog) treats a report, by the kind TITLES gives it.
+# A single report of any other kind (WARNING, KCSAN, KASAN, refcount_t, UBSAN, a
+# non-fatal BUG) never stops a boot: the oracle fails the case and KUnit goes on.
+PANIC_KINDS = ("panic",)
+STALL_KINDS = {"lockdep": "lockdep", "hung": "hung-task", "rcu-stall": "RCU stall",
+               "lockup": "lockup"}
+CRASH_TITLE = re.compile(r"^(?:kernel BUG at |BUG: (?:unable to handle|kernel NULL pointer dereference))")
+
+
+def is_crash(splat: "Splat") -> bool:
+    """An Oops-class report (a task died in the kernel; the kernel may or may not go on)."""
+    if splat.kind == "oops":
+        return True
+    return splat.kind == "bug" and (bool(CRASH_TITLE.match(splat.title))
+                                    or any(classify(r) == "oops" for r in splat.related))
+
+
 def classify(text: str) -> str | None:
     """Splat kind when text (prefix stripped) is a report title line."""
     if not text or text[0].isspace():
@@ -190,6 +249,28 @@ def strip_prefix(line: str) -> str:
         if line.startswith(" "):
             line = line[1:]
     return line
+
+
+def parse_metric(text: str) -> dict[str, int | str] | None:
+    """A benchmark diagnostic '<case>: metric: <name> k=v ...' as {"name": .., k: v}.
+
+    Integer values become ints, other tokens stay strings; words without '='
+    are ignored. None when text is not a metric line.
+    """
+    m = METRIC.search(text)
+    if m is None:
+        return None
+    record: dict[str, int | str] = {"name": m.group(1)}
+    for key, value in KV.findall(m.group(2)):
+        if key != "name":
+            record[key] = int(value) if INTEGER.fullmatch(value) else value
+    return record
+
+
+def boot_line(text: str) -> tuple[int, int] | None:
+    """(n, total) of kunit.py's 'Starting KUnit Kernel (n/total)...' line."""
+    m = KUNIT_BOOT.match(text)
+    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 def _indent(ws: str) -> int:
@@ -212,6 +293,7 @@ class _Rec:
     prefix: str = "cgroup_kunit"
     diags: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    metrics: list[dict[str, int | str]] = field(default_factory=list)
 
     def path(self) -> list[str]:
         out: list[str] = []
@@ -235,11 +317,32 @@ class _Frame:
         return self.results == 0 and self.rec is not None and self.rec.name is None
 
 
+@dataclass
+class _CrashPoint:
+    """Where a KTAP section ended early: the running test, the reports since the last result."""
+    id: str
+    running: str
+    splats: list[Splat]
+    params: dict[str, str]
+    prefix: str
+    diags: list[str]
+    metrics: list[dict[str, int | str]]
+    notes: list[str]
+    boot: int
+
+
 class _Walker:
     """Single pass over the console lines."""
 
     def __init__(self) -> None:
         self.started = False
+        self.ever_started = False
+        self.n_results = 0
+        self.section_last: _Rec | None = None
+        self.crash_points: list[_CrashPoint] = []
+        self.not_run: list[NotRun] = []
+        self.boot, self.boots = 0, 0
+        self.pending_case = ""
         self.frames: list[_Frame] = []
         self.roots: list[_Rec] = []
         self.sections: list[_Frame] = []
@@ -248,6 +351,7 @@ class _Walker:
         self.pending_params: dict[str, str] = {}
         self.pending_prefix = ""
         self.pending_diags: list[str] = []
+        self.pending_metrics: list[dict[str, int | str]] = []
         self.last: _Rec | None = None
         self.open: Splat | None = None
         self.open_line = -1
@@ -275,10 +379,75 @@ class _Walker:
             self.frames.pop()
 
     def _start(self, indent: int, line: int) -> None:
-        self.started = True
+        if self.started:
+            self._end_section(flush=False)
+        self.started = self.ever_started = True
+        self.section_last = None
         root = _Frame(indent=indent, rec=None)
         self.frames = [root]
         self.sections.append(root)
+
+    def _clear_pending(self) -> None:
+        self.pending, self.pending_params, self.pending_prefix, self.pending_diags = [], {}, "", []
+        self.pending_metrics, self.pending_case = [], ""
+
+    def _end_section(self, flush: bool) -> None:
+        """Close the current KTAP section; a crash point (and what was never reached)
+        when it ended early. flush: the reports after the last result of a complete
+        section were the kernel's shutdown (else they wait for the next result)."""
+        if not self.started or not self.frames:
+            return
+        root = self.frames[0]
+        open_frames = [f for f in self.frames[1:] if f.rec is not None]
+        short = root.plan is not None and root.results < root.plan
+        after = ".".join(self.section_last.path()) if self.section_last else "start"
+        if not open_frames and not short:
+            if flush:
+                for s in self.pending:
+                    s.test = f"shutdown (after {after})"
+                self._clear_pending()
+            return
+        named = [f.rec for f in open_frames if f.rec is not None and f.rec.name is not None]
+        running = ".".join(named[-1].path()) if named else ""
+        if len(named) == 1 and self.pending_case and self.pending_case != named[0].name:
+            running = f"{running}.{self.pending_case}"  # a plain case: named by its seed line
+        crash_id = f"{running or 'kunit'}: running when the kernel stopped (after {after})"
+        for s in self.pending:
+            s.test = crash_id
+        notes = []
+        if short:
+            notes.append(f"KTAP incomplete: planned {root.plan} suites, got {root.results}")
+        if open_frames:
+            notes.append(f"KTAP incomplete: {running or 'a suite'} never reported a result")
+        self.crash_points.append(_CrashPoint(
+            id=crash_id, running=running, splats=list(self.pending), params=self.pending_params,
+            prefix=self.pending_prefix or "cgroup_kunit", diags=self.pending_diags[:8],
+            metrics=self.pending_metrics, notes=notes, boot=self.boot))
+        self._clear_pending()
+        suite = open_frames[0] if open_frames and open_frames[0].rec is not None \
+            and open_frames[0].rec.parent is None and open_frames[0].rec.name else None
+        if suite is not None and suite.rec is not None and suite.plan is not None:
+            done = [c for c in suite.rec.children if c.line_no is not None]
+            left = suite.plan - suite.results - (1 if suite.results < suite.plan else 0)
+            if left > 0:
+                self.not_run.append(NotRun(
+                    what="case", count=left, suite=str(suite.rec.name),
+                    after=running or (".".join(done[-1].path()) if done else str(suite.rec.name)),
+                    planned=suite.plan))
+        if root.plan is not None:
+            left = root.plan - root.results - (1 if suite is not None else 0)
+            if left > 0:
+                last = suite.rec.name if suite is not None and suite.rec is not None else after
+                self.not_run.append(NotRun(what="suite", count=left, suite="", after=str(last),
+                                           planned=root.plan))
+
+    def finish(self) -> None:
+        """End of the console: close the last section, count kunit.py boots never started."""
+        self._end_section(flush=True)
+        if self.boots > self.boot:
+            self.not_run.append(NotRun(what="boot", count=self.boots - self.boot, suite="",
+                                       after=f"boot {self.boot} of {self.boots}",
+                                       planned=self.boots))
 
     def ktap(self, text: str, i: int) -> bool:
         """Handle a KTAP line; False when text is not KTAP."""
@@ -361,11 +530,17 @@ class _Walker:
         if self.pending_prefix:
             rec.prefix = self.pending_prefix
         rec.diags.extend(self.pending_diags[:8])
-        self.pending, self.pending_params, self.pending_prefix, self.pending_diags = [], {}, "", []
-        self.last = rec
+        rec.metrics.extend(self.pending_metrics)
+        self._clear_pending()
+        self.last = self.section_last = rec
+        self.n_results += 1
 
     def _diag(self, text: str) -> None:
         if STATS.search(text) or text.startswith(("module:", "speed:", "Subtest:")):
+            return
+        metric = parse_metric(text)
+        if metric is not None:
+            self.pending_metrics.append(metric)
             return
         if "seed=" in text:
             kv_start = KV.search(text)
@@ -373,6 +548,7 @@ class _Walker:
             segments = [s.strip() for s in head.split(":") if s.strip()]
             if len(segments) >= 2:
                 self.pending_prefix = segments[-1]
+                self.pending_case = segments[0]
             self.pending_params.update(dict(KV.findall(text)))
         self.pending_diags.append(text)
 
@@ -426,6 +602,14 @@ class _Walker:
             text = text[len(self.ktap_prefix):]
         if KUNIT_TIMEOUT.match(text):
             self.kunit_timeout = True
+        boot = boot_line(text)
+        if boot is not None:
+            # kunit.py starts another kernel (--run_isolated): the last one's section ends here
+            self._end_section(flush=True)
+            self.started = False
+            self.boot, self.boots = boot
+            self._close()
+            return
         if not self.started:
             m = re.search(r"K?TAP version \d+\s*$", text)
             if m and m.start() > 0 and text[:m.start()].strip():
@@ -451,6 +635,29 @@ class _Walker:
         self.splat_line(text, i)
 
 
+class ConsoleState:
+    """The report's own walk over a console, fed one line at a time while the kernel runs
+    (the boot watchdog's view: the same titles, attribution and KTAP results as the report)."""
+
+    def __init__(self) -> None:
+        self._walker = _Walker()
+        self.lines = 0
+
+    def feed(self, line: str) -> None:
+        self._walker.feed(line, self.lines)
+        self.lines += 1
+
+    @property
+    def splats(self) -> list[Splat]:
+        """Every report so far, in console order (the last one may still gain related lines)."""
+        return self._walker.splats
+
+    @property
+    def results(self) -> int:
+        """KTAP result lines so far, at any level."""
+        return self._walker.n_results
+
+
 def _level(depth: int) -> str:
     return ("suite", "case", "param")[depth] if depth < 3 else "subtest"
 
@@ -473,11 +680,10 @@ def parse_console(text: str, verdict: str = "completed") -> Report:
     lines = text.splitlines()
     for i, raw in enumerate(lines):
         w.feed(raw, i)
+    w.finish()
     notes = list(w.notes)
-    open_frames = [f for f in w.frames[1:] if f.rec is not None]
-    short_sections = [s for s in w.sections if s.plan is not None and s.results < s.plan]
-    incomplete = w.started and bool(open_frames or short_sections)
-    complete = w.started and not incomplete
+    incomplete = bool(w.crash_points)
+    complete = w.ever_started and not incomplete
     recs = _flatten(w.roots)
     tests: list[TestResult] = []
     by_rec: dict[int, TestResult] = {}
@@ -489,7 +695,7 @@ def parse_console(text: str, verdict: str = "completed") -> Report:
                        status=r.kunit_status if r.line_no is not None else "CRASH",
                        line_no=r.line_no, skip_reason=r.skip_reason, splats=r.splats,
                        params=r.params, param_prefix=r.prefix, diagnostics=r.diags,
-                       notes=r.notes, parent=".".join(path[:-1]) or None)
+                       notes=r.notes, parent=".".join(path[:-1]) or None, metrics=r.metrics)
         if r.line_no is None:
             t.notes.append("no result: no KTAP result line for this test")
         if any(n.startswith("planned ") for n in r.notes) and t.status != "FAIL":
@@ -498,43 +704,35 @@ def parse_console(text: str, verdict: str = "completed") -> Report:
         tests.append(t)
     for r in recs:
         by_rec[id(r)].children = [by_rec[id(c)].id for c in r.children]
-    running = next((".".join(f.rec.path()) for f in reversed(open_frames)
-                    if f.rec is not None and f.rec.name is not None), "")
-    after = ".".join(w.last.path()) if w.last is not None else "start"
-    crash_id = f"{running or 'kunit'}: running when the kernel stopped (after {after})"
-    for s in w.pending:
-        s.test = crash_id if incomplete else f"shutdown (after {after})"
-    crashed = 0
-    if incomplete:
-        crash = TestResult(id=crash_id, name=crash_id, path=[crash_id], level="crash",
-                           kunit_status="NONE", status="CRASH", line_no=None,
-                           splats=list(w.pending), params=w.pending_params,
-                           param_prefix=w.pending_prefix or "cgroup_kunit",
-                           diagnostics=w.pending_diags[:8], parent=running or None)
-        tests.append(crash)
-        crashed = 1
-        for sec in short_sections:
-            notes.append(f"KTAP incomplete: planned {sec.plan} suites, got {sec.results}")
-        if open_frames:
-            notes.append(f"KTAP incomplete: {running or 'a suite'} never reported a result")
+    for cp in w.crash_points:
+        tests.append(TestResult(id=cp.id, name=cp.id, path=[cp.id], level="crash",
+                                kunit_status="NONE", status="CRASH", line_no=None,
+                                splats=cp.splats, params=cp.params, param_prefix=cp.prefix,
+                                diagnostics=cp.diags, parent=cp.running or None,
+                                metrics=cp.metrics, boot=cp.boot))
+        notes += cp.notes
     _apply_splat_verdicts(tests)
     leaves = [t for t in tests if t.line_no is not None and not t.children]
     counts = Counts(passed=sum(t.status == "PASS" for t in leaves),
                     failed=sum(t.status == "FAIL" for t in leaves),
-                    skipped=sum(t.status == "SKIP" for t in leaves), crashed=crashed)
+                    skipped=sum(t.status == "SKIP" for t in leaves),
+                    crashed=len(w.crash_points))
     panic = any(s.kind == "panic" for s in w.splats)
     if verdict == "completed" and w.kunit_timeout:
         verdict = "timeout"
         notes.append("kunit.py reported its own timeout")
-    status = _overall(verdict, panic, incomplete, leaves, tests, w.splats)
-    if not w.started:
+    # a boot the watchdog stopped on a failure state is a crash of the kernel under test
+    status = _overall("crash" if verdict.startswith(STOPPED) else verdict, panic, incomplete,
+                      leaves, tests, w.splats)
+    if not w.ever_started:
         tail = next((strip_prefix(ln).strip() for ln in reversed(lines) if ln.strip()), "")
         notes.append("no KTAP output found" + (f"; last console line: {tail[:200]}" if tail else ""))
     boot = [s for s in w.splats if s.test == "boot"]
     if boot:
         notes.append(f"{len(boot)} splat(s) during boot, before any test")
     return Report(status=status, verdict=verdict, tests=tests, splats=w.splats, counts=counts,
-                  notes=notes, ktap_started=w.started, ktap_complete=complete)
+                  notes=notes, ktap_started=w.ever_started, ktap_complete=complete,
+                  not_run=w.not_run)
 
 
 def _apply_splat_verdicts(tests: list[TestResult]) -> None:
@@ -593,6 +791,39 @@ def replay_hints(report: Report) -> list[str]:
     return hints
 
 
+ISOLATE_ENV = "CGKUNIT_ISOLATE"
+
+
+def not_run_hints(report: Report) -> list[str]:
+    """Commands that run what a stopped boot never reached, each part in a boot of its own."""
+    hints: list[str] = []
+    for suite in dict.fromkeys(n.suite for n in report.not_run if n.what == "case" and n.suite):
+        glob = report.filter_glob if report.filter_glob.startswith(f"{suite}.") else f"{suite}.*"
+        hints.append(f"{ISOLATE_ENV}=test {replay_command(report.replay_target, '', glob)}"
+                     "   (one boot per case)")
+    if any(n.what in ("suite", "boot") for n in report.not_run):
+        cmd = (replay_command(report.replay_target, "", report.filter_glob) if report.filter_glob
+               else report.replay_target)
+        hints.append(f"{ISOLATE_ENV}=suite {cmd}   (one boot per suite)")
+    return hints
+
+
+def _stop_where(stop: dict[str, Any]) -> str:
+    boot, boots = stop.get("boot"), stop.get("boots")
+    isolated = isinstance(boots, int) and boots > 1
+    return f"at {float(str(stop.get('at', 0))):.0f}s" + (f" (boot {boot} of {boots})" if isolated else "")
+
+
+def stop_line(stop: dict[str, Any]) -> str:
+    """'stopped the kernel at 41s: <reason>' for one watchdog stop of exec.json."""
+    return f"stopped the kernel {_stop_where(stop)}: {stop.get('reason', '?')}"
+
+
+def short_verdict(verdict: str) -> str:
+    """A verdict without its details: 'stopped: report storm', 'hang', ..."""
+    return verdict.split(" (", 1)[0]
+
+
 def replay_command(target: str, kernel_args: str, filter_glob: str) -> str:
     """`make X KERNEL_ARGS=.. FILTER=..`, or the variables before a plain command."""
     assigns = (f"KERNEL_ARGS=\"{kernel_args}\" " if kernel_args else "") + f"FILTER='{filter_glob}'"
@@ -627,9 +858,12 @@ def _splat_line(s: Splat, count: int = 1) -> str:
 WHERE_SUFFIX = re.compile(r",? CPU#\d+: \S+$|CPU: \d+ PID: \d+ ")
 
 
-def _title_key(title: str) -> str:
+def title_key(title: str) -> str:
     """A title without the CPU and task it happened on, which vary per report."""
     return WHERE_SUFFIX.sub("", title)
+
+
+_title_key = title_key
 
 
 def _grouped(splats: list[Splat]) -> list[tuple[Splat, int]]:
@@ -637,7 +871,7 @@ def _grouped(splats: list[Splat]) -> list[tuple[Splat, int]]:
     first: dict[tuple[str, str], Splat] = {}
     counts: Counter[tuple[str, str]] = Counter()
     for s in splats:
-        key = (s.kind, _title_key(s.title))
+        key = (s.kind, title_key(s.title))
         first.setdefault(key, s)
         counts[key] += 1
     return [(first[k], counts[k]) for k in first]
@@ -652,7 +886,7 @@ def _test_lines(t: TestResult) -> list[str]:
     lines = [f"  {t.status:<5} {t.display if t.level != 'crash' else t.id}{kids}{reason}"]
     lines += [f"          {_splat_line(s, n)}" for s, n in _grouped(t.splats)]
     for n in t.notes:
-        if n.startswith("failed: splat") or n.startswith("planned") or n.startswith("no result"):
+        if n.startswith(("failed: splat", "planned", "no result", "stopped")):
             lines.append(f"          note: {n}")
     if t.status == "FAIL" and not t.children:
         lines += [f"          # {d}" for d in _first_failure(t.diagnostics)]
@@ -678,10 +912,11 @@ def format_summary(report: Report) -> str:
     out: list[str] = []
     head = f"cgkunit: {report.profile or '?'}: {report.status.upper()}"
     if report.verdict != "completed":
-        head += f" (run {report.verdict})"
+        head += f" (run {short_verdict(report.verdict)})"
     out.append(head + (f" in {report.elapsed:.0f}s" if report.elapsed else ""))
     if report.tree or report.base:
         out.append(f"  tree {report.tree}  base {report.base}")
+    out += [f"  watchdog: {stop_line(stop)}" for stop in report.stops]
     body: list[str] = []
     for t in report.tests:
         if t.line_no is None and t.level != "crash":
@@ -694,6 +929,7 @@ def format_summary(report: Report) -> str:
     for s, n in _grouped([s for s in report.splats
                           if s.test == "boot" or s.test.startswith("shutdown")]):
         body.append(f"  {s.test}: {_splat_line(s, n)}")
+    body += [f"  NOT RUN {n.describe()}" for n in report.not_run]
     hints = replay_hints(report)
     tail: list[str] = []
     c = report.counts
@@ -708,6 +944,10 @@ def format_summary(report: Report) -> str:
         tail += [f"    {h}" for h in hints[:4]]
         if len(hints) > 4:
             tail.append(f"    ({len(hints) - 4} more in summary.json)")
+    later = not_run_hints(report)
+    if later:
+        tail.append("  run what was never reached:")
+        tail += [f"    {h}" for h in later[:3]]
     room = max(SCREEN - len(out) - len(tail) - 1, 8)
     if len(body) > room:
         body = body[:room] + [f"  ... {len(body) - room} more lines: see summary.json"]
@@ -724,14 +964,34 @@ def write_summary(report: Report, results: Path) -> tuple[Path, Path]:
     return js, txt
 
 
+def attach_stops(report: Report, stops: list[dict[str, Any]]) -> None:
+    """Record the watchdog's stops (exec.json) and name each on the crash it caused."""
+    report.stops = [s for s in stops if isinstance(s, dict)]
+    crashes = [t for t in report.tests if t.level == "crash"]
+    for stop in report.stops:
+        boot = stop.get("boot", 0)
+        owners = [t for t in crashes if t.boot == boot]
+        if not owners and len(report.stops) == 1:
+            owners = crashes
+        for t in owners[-1:]:
+            t.notes.append(f"stopped here by the watchdog {_stop_where(stop)}: "
+                           f"{short_verdict(str(stop.get('reason', '?')))}")
+
+
 def build_report(console_log: Path, verdict: str, *, profile: str = "", tree: str = "",
                  base: str = "", elapsed: float = 0.0) -> Report:
-    """Read console.log and build the report with its context."""
+    """Read console.log (and the exec.json beside it) and build the report with its context."""
     text = console_log.read_text(errors="backslashreplace") if console_log.exists() else ""
     report = parse_console(text, verdict)
     report.profile, report.tree, report.base, report.elapsed = profile, tree, base, elapsed
     report.console_log = str(console_log)
     results = console_log.parent
+    info = read_json(results / "exec.json")
+    if isinstance(info, dict):
+        stops = info.get("stops")
+        attach_stops(report, stops if isinstance(stops, list) else [])
+        report.filter_glob = str(info.get("filter") or "")
+        report.isolate = str(info.get("isolate") or "")
     report.files = {"console": str(console_log)}
     for name, fname in (("ktap", "results.ktap"), ("json", "results.json"), ("junit", "results.xml")):
         if (results / fname).exists():

@@ -10,12 +10,14 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
+from . import report as rp
 from .common import DriverError, HEARTBEAT_S, read_json, run_logged, say, write_json
-from .profile import Profile, out_dir
+from .profile import (CRASH_GRACE_S, POST_REPORT_SILENCE_S, STORM_REPEATS, STORM_WINDOW_S,
+                      Profile, out_dir)
 
 KUNIT_PY = Path("tools") / "testing" / "kunit" / "kunit.py"
 HANG_S = 300.0
@@ -27,12 +29,80 @@ RESULT_FILES = ("console.log", "exec.json", "results.json", "results.xml", "resu
                 "parse.log", "summary.json", "summary.txt")
 
 
+PANIC_GRACE_S = 1.0   # after "Kernel panic - not syncing": the rest of its trace, then stop
+KERNEL_KILL_WAIT_S = 30.0  # isolated boots: kunit.py must go on this soon after a kernel kill
+TITLE_MAX = 100
+
+
+@dataclass(frozen=True)
+class StopRules:
+    """When the watchdog ends a boot on the console's failure state (0 turns a rule off).
+
+    - panic: "Kernel panic - not syncing", after PANIC_GRACE_S for the rest of its trace;
+    - crash: an Oops, general protection fault, "kernel BUG at" or a fatal BUG (NULL
+      pointer, unable to handle a fault), when KUnit prints no KTAP result line within
+      crash_grace seconds of it. A result within the grace means the kernel survived
+      (KUnit went on to the next case): the report then counts as one after which the
+      console must not fall silent (below). Before KTAP starts (an Oops during boot)
+      the grace is one of console silence, and KTAP starting means it survived;
+    - storm: the same report (kind and title, CPU and task aside; any lockdep, hung-task,
+      stall or lockup report for those kinds) storm_repeats times with no KTAP result line
+      between them, once the first of them is storm_window seconds old with still no
+      result (a soft lockup reported every 26 s never leaves 30 s of silence). The window is what keeps a case that legitimately repeats
+      a report while it runs (KCSAN reports a race every few ms, a lockdep assertion
+      WARNs on every call) from being stopped: its result line resets the count;
+    - silence: post_report_silence seconds without any console output after a lockdep,
+      hung-task, RCU stall or lockup report (or an Oops the kernel survived).
+    A single WARNING, KCSAN, KASAN, refcount_t or UBSAN report never stops a boot.
+    """
+    crash_grace: float = CRASH_GRACE_S
+    storm_repeats: int = STORM_REPEATS
+    storm_window: float = STORM_WINDOW_S
+    post_report_silence: float = POST_REPORT_SILENCE_S
+
+    @classmethod
+    def of(cls, profile: Profile) -> "StopRules":
+        return cls(crash_grace=profile.crash_grace, storm_repeats=profile.storm_repeats,
+                   storm_window=profile.storm_window,
+                   post_report_silence=profile.post_report_silence)
+
+    def describe(self) -> str:
+        def secs(v: float) -> str:
+            return f"{v:g}s" if v else "off"
+        storm = (f"{self.storm_repeats}x/{secs(self.storm_window)}"
+                 if self.storm_repeats and self.storm_window else "off")
+        return (f"panic, crash grace {secs(self.crash_grace)}, storm {storm}, "
+                f"silence after a report {secs(self.post_report_silence)}")
+
+
+@dataclass
+class Stop:
+    """The failure state the watchdog stopped a kernel on."""
+    rule: str       # "panic", "crash", "storm" or "silence"
+    reason: str     # human text; the verdict is "stopped: <reason>"
+    at: float       # seconds since the run started
+    report: str     # title of the report that armed the rule
+    line: int       # its console.log line
+    boot: int = 0   # kunit.py boot number (Starting KUnit Kernel (n/N)); 0 when not said
+    boots: int = 0
+
+    @property
+    def verdict(self) -> str:
+        return rp.STOPPED + self.reason
+
+    def to_json(self) -> dict[str, Any]:
+        return {"rule": self.rule, "reason": self.reason, "at": round(self.at, 1),
+                "report": self.report, "line": self.line, "boot": self.boot,
+                "boots": self.boots}
+
+
 @dataclass
 class ExecResult:
     """How a boot ended and where its console went."""
     verdict: str
     console_log: Path
     elapsed: float
+    stops: list[Stop] = field(default_factory=list)
 
 
 def kunit_env(extra_path: Path | None = None) -> dict[str, str]:
@@ -97,24 +167,28 @@ def build(tree: Path, profile: Profile, repo_root: Path, build_root: Path,
     return secs
 
 
-def kernel_image(build_root: Path, profile: Profile) -> Path:
-    """The bootable image kunit.py builds for the profile's arch."""
-    out = out_dir(build_root, profile)
+def kernel_image(build_root: Path, profile: Profile, out: Path | None = None) -> Path:
+    """The bootable image kunit.py builds for the profile's arch (in out, default its out dir)."""
+    out = out or out_dir(build_root, profile)
     return out / "linux" if profile.arch == "um" else out / "arch" / "x86" / "boot" / "bzImage"
 
 
 def exec_command(tree: Path, profile: Profile, repo_root: Path, build_root: Path,
-                 kernel_args: Sequence[str], filter_glob: str) -> list[str]:
-    """The kunit.py exec command line."""
+                 kernel_args: Sequence[str], filter_glob: str, out: Path | None = None,
+                 isolate: str = "") -> list[str]:
+    """The kunit.py exec command line (kernel built in out, default the profile's out dir);
+    isolate "suite" or "test": kunit.py boots once per suite or test (--run_isolated)."""
     args = [*profile.kernel_args, *kernel_args]
     if profile.arch == "x86_64" and not any(a.startswith("panic=") for a in args):
         args.append("panic=-1")  # a panicking guest exits instead of idling until the watchdog
     cmd = [sys.executable, str(tree / KUNIT_PY), "exec",
-           f"--build_dir={out_dir(build_root, profile)}", *kunitconfig_args(repo_root, profile),
+           f"--build_dir={out or out_dir(build_root, profile)}", *kunitconfig_args(repo_root, profile),
            f"--arch={profile.arch}", "--raw_output=all", f"--timeout={profile.timeout}"]
     if profile.qemu_smp:
         cmd.append(f"--qemu_args=-smp {profile.qemu_smp}")
     cmd += [f"--kernel_args={a}" for a in args]
+    if isolate:
+        cmd.append(f"--run_isolated={isolate}")
     if filter_glob:
         if filter_glob.startswith("-"):
             raise DriverError(f"bad filter {filter_glob!r}")
@@ -142,38 +216,187 @@ def _kill(proc: subprocess.Popen[str]) -> None:
             continue
 
 
+def _short(title: str) -> str:
+    title = rp.title_key(title)
+    return title if len(title) <= TITLE_MAX else title[:TITLE_MAX - 3] + "..."
+
+
+def _label(kind: str) -> str:
+    return rp.STALL_KINDS.get(kind, "Oops" if kind in ("oops", "bug") else kind)
+
+
 class Watchdog:
-    """Deadlines for one boot: first KTAP header, silence after boot, whole run."""
+    """Deadlines for one boot (first KTAP header, silence, whole run) and the console's
+    failure states (StopRules), read with the report's own parser as lines stream in."""
 
     def __init__(self, boot_timeout: float, hang_timeout: float, timeout: float,
-                 start: float) -> None:
+                 start: float, rules: StopRules | None = None) -> None:
         self.boot_timeout, self.hang_timeout, self.timeout = boot_timeout, hang_timeout, timeout
-        self.start = self.last_output = start
+        self.rules = rules or StopRules()
+        self.start = self.boot_start = self.last_output = start
         self.booted = False
+        self.boot, self.boots = 0, 0
+        self.console = rp.ConsoleState()
+        self.stop: Stop | None = None
+        self.halted_at: float | None = None
+        self._reset()
+
+    def _reset(self) -> None:
+        """Forget the failure states (a new kunit.py boot)."""
+        self.results = self.console.results
+        self._seen = len(self.console.splats)
+        self._last: tuple[rp.Splat, str, bool] | None = None
+        self.panic: tuple[float, rp.Splat] | None = None
+        self.crash: tuple[float, int, rp.Splat, bool] | None = None  # at, results, report, booted
+        self.stall: tuple[float, rp.Splat] | None = None
+        self.storm: dict[tuple[str, str], list[Any]] = {}
 
     def saw(self, line: str, now: float) -> None:
         self.last_output = now
+        boot = rp.boot_line(rp.strip_prefix(line))
+        if boot is not None:
+            self.boot, self.boots = boot
+            if boot[0] > 1:
+                self.boot_start = now  # each isolated boot gets the boot and run deadlines
+            self.booted = False
+            self.halted_at = None
+            self._reset()
         if not self.booted and HEADER.search(line):
             self.booted = True
+        self.console.feed(line)
+        if self.console.results != self.results:
+            self.results = self.console.results
+            self.storm = {}
+        if self._last is not None:
+            self._recheck(now)
+        splats = self.console.splats
+        for s in splats[self._seen:]:
+            self._arm(s, now)
+        self._seen = len(splats)
+
+    def _arm(self, s: rp.Splat, now: float) -> None:
+        self._last = (s, s.kind, rp.is_crash(s))
+        if s.kind in rp.PANIC_KINDS:
+            self.panic = self.panic or (now, s)
+        elif rp.is_crash(s):
+            self.crash = self.crash or (now, self.results, s, self.booted)
+        elif s.kind in rp.STALL_KINDS:
+            self.stall = self.stall or (now, s)
+        # lockup and stall reports name their seconds and tasks: any of a kind is a repeat
+        key = (s.kind, "" if s.kind in rp.STALL_KINDS else rp.title_key(s.title))
+        entry = self.storm.setdefault(key, [0, now, s])
+        entry[0] += 1
+
+    def _recheck(self, now: float) -> None:
+        """The last report may still change: a WARNING becomes lockdep's or refcount_t's
+        report when their title follows, a BUG gains its Oops line."""
+        assert self._last is not None
+        s, kind, crash = self._last
+        if s.kind == kind and rp.is_crash(s) == crash:
+            return
+        self._last = (s, s.kind, rp.is_crash(s))
+        if s.kind in rp.STALL_KINDS:
+            self.stall = self.stall or (now, s)
+        elif rp.is_crash(s) and not crash:
+            self.crash = self.crash or (now, self.results, s, self.booted)
+
+    def halt(self, now: float) -> None:
+        """This boot's kernel was killed; no failure state counts until kunit.py's next boot."""
+        self.halted_at = now
 
     def verdict(self, now: float) -> str | None:
-        """A verdict when a deadline passed, else None."""
-        if now - self.start > self.timeout:
+        """A verdict when a deadline passed or a failure state calls for a stop, else None."""
+        if now - self.boot_start > self.timeout:
             return "timeout"
-        if not self.booted and now - self.start > self.boot_timeout:
+        if not self.booted and now - self.boot_start > self.boot_timeout:
             return "boot-timeout"
+        if self.halted_at is None:
+            stop = self._failure_state(now)
+            if stop is not None:
+                self.stop = stop
+                return stop.verdict
         if self.booted and now - self.last_output > self.hang_timeout:
             return "hang"
         return None
+
+    def _stop(self, rule: str, reason: str, s: rp.Splat, now: float) -> Stop:
+        return Stop(rule=rule, reason=reason, at=now - self.start, report=s.title,
+                    line=s.line_no, boot=self.boot, boots=self.boots)
+
+    def _failure_state(self, now: float) -> Stop | None:
+        rules = self.rules
+        if self.panic is not None and now - self.panic[0] >= PANIC_GRACE_S:
+            s = self.panic[1]
+            return self._stop("panic", f"panic ({_short(s.title)})", s, now)
+        if self.crash is not None:
+            at, results, s, booted = self.crash
+            if self.results > results or (self.booted and not booted):
+                # KUnit went on after the Oops (or, for one during boot, started): the
+                # kernel survived it, but it must not go quiet now
+                self.crash = None
+                self.stall = self.stall or (at, s)
+            elif rules.crash_grace and now - at >= rules.crash_grace and \
+                    (booted or now - self.last_output >= rules.crash_grace):
+                return self._stop("crash", f"crash ({_short(s.title)}; no KUnit result "
+                                           f"within {rules.crash_grace:g} s)", s, now)
+        if rules.storm_repeats and rules.storm_window:
+            for count, first, s in self.storm.values():
+                if count >= rules.storm_repeats and now - first >= rules.storm_window:
+                    return self._stop("storm", f"report storm ({_short(s.title)} x{count}, "
+                                               f"no KUnit result for {now - first:.0f} s)", s, now)
+        if self.stall is not None and rules.post_report_silence \
+                and now - self.last_output >= rules.post_report_silence:
+            s = self.stall[1]
+            return self._stop("silence", f"silent {rules.post_report_silence:g} s after "
+                                         f"{_label(s.kind)} report ({_short(s.title)})", s, now)
+        return None
+
+
+def _group_members(pgid: int) -> list[int]:
+    """Live processes of process group pgid, the group leader aside."""
+    members: list[int] = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return members
+    for entry in entries:
+        if not entry.isdigit() or int(entry) == pgid:
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+            members.append(int(entry))
+    return members
+
+
+def _kill_kernel(proc: subprocess.Popen[str]) -> bool:
+    """Kill what kunit.py runs (the kernel: every other process of its group), not kunit.py;
+    False when there was nothing to kill."""
+    pids = _group_members(proc.pid)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return bool(pids)
 
 
 def watch(cmd: Sequence[str], console: Path, label: str, *, cwd: Path | None,
           env: Mapping[str, str] | None, boot_timeout: float, timeout: float,
           hang_timeout: float = HANG_S, echo: bool = False, poll: float = 1.0,
-          heartbeat: float = HEARTBEAT_S) -> ExecResult:
-    """Run cmd, tee stdout to console, enforce the watchdog; never hangs silently."""
-    start = time.monotonic()
-    dog = Watchdog(boot_timeout, hang_timeout, timeout, start)
+          heartbeat: float = HEARTBEAT_S, rules: StopRules | None = None,
+          isolated: bool = False, clock: Callable[[], float] = time.monotonic) -> ExecResult:
+    """Run cmd, tee stdout to console, enforce the watchdog; never hangs silently.
+
+    A failure state (StopRules) ends the run like a deadline does, except with isolated
+    (kunit.py --run_isolated): then only the running kernel is killed and kunit.py goes
+    on with its next boot."""
+    start = clock()
+    dog = Watchdog(boot_timeout, hang_timeout, timeout, start, rules)
     lines: queue.Queue[str | None] = queue.Queue()
     try:
         proc = subprocess.Popen(list(cmd), cwd=cwd, env=dict(env) if env is not None else None,
@@ -192,6 +415,7 @@ def watch(cmd: Sequence[str], console: Path, label: str, *, cwd: Path | None,
     thread = threading.Thread(target=reader, daemon=True)
     thread.start()
     verdict: str | None = None
+    stops: list[Stop] = []
     results, last_result, suite = 0, "", ""
     next_beat = start + heartbeat
     with open(console, "w") as log:
@@ -215,13 +439,29 @@ def watch(cmd: Sequence[str], console: Path, label: str, *, cwd: Path | None,
                 item = lines.get(timeout=poll)
             except queue.Empty:
                 item = ""
-            now = time.monotonic()
+            now = clock()
             if item is None:
                 break
             if item:
                 record(item)
                 dog.saw(item, now)
             verdict = dog.verdict(now)
+            if verdict and dog.stop is not None and verdict == dog.stop.verdict:
+                stops.append(dog.stop)
+                dog.stop = None
+                if isolated:
+                    # only this boot's kernel (if it has not exited by itself already):
+                    # kunit.py goes on with its next boot
+                    killed = _kill_kernel(proc)
+                    say(f"{label}: {verdict} after {now - start:.0f}s; "
+                        + ("killed this boot's kernel" if killed else "its kernel has exited")
+                        + ", kunit.py goes on with its next boot")
+                    dog.halt(now)
+                    verdict = None
+                    continue
+            if dog.halted_at is not None and now - dog.halted_at > KERNEL_KILL_WAIT_S:
+                verdict = stops[-1].verdict if stops else "hang"
+                say(f"{label}: kunit.py did not go on after the kernel was killed")
             if verdict:
                 say(f"{label}: {verdict} after {now - start:.0f}s; killing the kernel")
                 _kill(proc)
@@ -246,29 +486,37 @@ def watch(cmd: Sequence[str], console: Path, label: str, *, cwd: Path | None,
         pass
     _kill(proc)
     thread.join(timeout=5)
-    return ExecResult(verdict=verdict or "completed", console_log=console,
-                      elapsed=time.monotonic() - start)
+    final = verdict or (stops[0].verdict if stops else "completed")
+    return ExecResult(verdict=final, console_log=console, elapsed=clock() - start, stops=stops)
 
 
 def exec_tests(tree: Path, profile: Profile, repo_root: Path, build_root: Path, results: Path,
                kernel_args: Sequence[str] = (), filter_glob: str = "", *,
                shim: Path | None = None, echo: bool = False,
-               hang_timeout: float = HANG_S) -> ExecResult:
-    """Boot the built kernel once and collect its console in results/console.log."""
-    image = kernel_image(build_root, profile)
+               hang_timeout: float = HANG_S, out: Path | None = None,
+               isolate: str | None = None) -> ExecResult:
+    """Boot the built kernel (in out, default the profile's) once, or once per suite or test
+    with isolate (None: the profile's); console in results/console.log."""
+    image = kernel_image(build_root, profile, out)
     if not image.is_file():
         raise DriverError(f"no kernel built for {profile.name} ({image} missing); build it first")
     clear_results(results)
-    cmd = exec_command(tree, profile, repo_root, build_root, kernel_args, filter_glob)
+    mode = profile.isolate if isolate is None else isolate
+    cmd = exec_command(tree, profile, repo_root, build_root, kernel_args, filter_glob, out, mode)
+    rules = StopRules.of(profile)
     say(f"running {profile.name}" + (f" filter {filter_glob}" if filter_glob else "")
-        + (f" args {' '.join(kernel_args)}" if kernel_args else ""))
+        + (f" args {' '.join(kernel_args)}" if kernel_args else "")
+        + (f", one boot per {mode}" if mode else ""))
+    say(f"watchdog stops on: {rules.describe()}")
     result = watch(cmd, results / "console.log", f"running {profile.name}", cwd=tree,
                    env=kunit_env(shim), boot_timeout=profile.boot_timeout,
-                   timeout=profile.timeout, hang_timeout=hang_timeout, echo=echo)
+                   timeout=profile.timeout, hang_timeout=hang_timeout, echo=echo,
+                   rules=rules, isolated=bool(mode))
     say(f"{profile.name}: kernel run {result.verdict} in {result.elapsed:.0f}s")
     write_json(results / "exec.json", {
         "verdict": result.verdict, "elapsed": round(result.elapsed, 3), "profile": profile.name,
-        "command": cmd, "kernel_args": list(kernel_args), "filter": filter_glob})
+        "command": cmd, "kernel_args": list(kernel_args), "filter": filter_glob,
+        "isolate": mode, "rules": asdict(rules), "stops": [s.to_json() for s in result.stops]})
     return result
 
 

@@ -15,6 +15,8 @@ STAMP = "cgkunit-stamp.json"
 BASE_STAMP = "cgkunit-base.json"
 BASE_TAG = "cgkunit-base"
 SUITE_TAG = "cgkunit-suite"
+BASE_SUITE_TAG = "cgkunit-suite-base"
+BASE_VARIANT = "base"
 HOOK_MSG = "kunit-cgroup: hook in the test suite"
 SUITE_DIR = Path("lib") / "kunit-cgroup"
 KCONFIG_LINE = 'source "lib/kunit-cgroup/Kconfig"'
@@ -68,16 +70,25 @@ def variant_name(extra_patches: Sequence[Path]) -> str:
 
 # --- inputs from the repo ---------------------------------------------------
 
-def read_series(repo_root: Path) -> list[tuple[str, Path, str]]:
-    """(name, path, sha256) for each patch listed in kernel/series."""
+def _series_lines(repo_root: Path) -> list[tuple[int, str]]:
+    """(line number, patch name) for each entry of kernel/series."""
     series = repo_root / "kernel" / "series"
     if not series.exists():
         return []
+    entries = ((n, raw.split("#", 1)[0].strip())
+               for n, raw in enumerate(series.read_text().splitlines(), 1))
+    return [(n, name) for n, name in entries if name]
+
+
+def series_names(repo_root: Path) -> list[str]:
+    """The patch names of kernel/series, in order."""
+    return [name for _, name in _series_lines(repo_root)]
+
+
+def read_series(repo_root: Path) -> list[tuple[str, Path, str]]:
+    """(name, path, sha256) for each patch listed in kernel/series."""
     out: list[tuple[str, Path, str]] = []
-    for n, raw in enumerate(series.read_text().splitlines(), 1):
-        name = raw.split("#", 1)[0].strip()
-        if not name:
-            continue
+    for n, name in _series_lines(repo_root):
         path = repo_root / "kernel" / "patches" / name
         if not path.is_file():
             raise DriverError(f"kernel/series:{n}: kernel/patches/{name} does not exist")
@@ -315,15 +326,17 @@ def _add_suite(tree: Path) -> None:
         git(tree, "add", "-A", "-f", "--", str(SUITE_DIR))
 
 
-def _ensure_hook(tree: Path, suite_src: Path, series_commit: str, stamp: dict[str, Any]) -> str:
+def _ensure_hook(tree: Path, suite_src: Path, series_commit: str, stamp: dict[str, Any],
+                 tag: str = SUITE_TAG) -> str:
+    """The commit on series_commit that hooks the suite in (made or amended as needed), tagged."""
     files = suite_files(suite_src)
     dst = tree / SUITE_DIR
     env = dict(AUTHOR_ENV, **COMMITTER_ENV)
     hook = stamp.get("hook_commit")
     if stamp.get("hook_parent") == series_commit and _exists(tree, hook):
         if stamp.get("suite_files") == files:
-            if rev(tree, SUITE_TAG) != hook:
-                git(tree, "tag", "-f", SUITE_TAG, str(hook))
+            if rev(tree, tag) != hook:
+                git(tree, "tag", "-f", tag, str(hook))
             return str(hook)
         _goto(tree, str(hook))
         changed = sync_suite(suite_src, dst)
@@ -340,7 +353,7 @@ def _ensure_hook(tree: Path, suite_src: Path, series_commit: str, stamp: dict[st
         git(tree, "commit", "-q", "--allow-empty", "--no-verify", "-m", HOOK_MSG, env=env)
     new = rev(tree, "HEAD")
     assert new
-    git(tree, "tag", "-f", SUITE_TAG, new)
+    git(tree, "tag", "-f", tag, new)
     stamp.update(suite_files=files, hook_commit=new, hook_parent=series_commit)
     for key in ("variant", "variant_patches", "variant_parent", "head"):
         stamp.pop(key, None)
@@ -419,3 +432,73 @@ def prepare_tree(repo_root: Path, build_root: Path, base: BaseSource | None,
     return PreparedTree(path=tree, base_commit=base_commit, head_commit=head,
                         patches=commits, variant=stamp.get("variant", ""))
 
+
+# --- the base variant (benchmarks) ---------------------------------------------
+
+def patch_parent(prepared: PreparedTree, patch: str) -> tuple[str, list[tuple[str, str]]]:
+    """(commit just before patch, the patches below it) in the prepared tree."""
+    names = [n for n, _ in prepared.patches]
+    if patch not in names:
+        raise DriverError(f"patch {patch} is not in kernel/series")
+    i = names.index(patch)
+    return (prepared.patches[i - 1][1] if i else prepared.base_commit), prepared.patches[:i]
+
+
+def base_worktree_path(prepared: PreparedTree) -> Path:
+    """Where the base variant of a prepared tree lives: <tree>+base beside it."""
+    return prepared.path.with_name(f"{prepared.path.name}+{BASE_VARIANT}")
+
+
+def _git_path(tree: Path, what: str) -> Path | None:
+    """`git rev-parse --path-format=absolute <what>` in tree, or None."""
+    proc = git(tree, "rev-parse", "--path-format=absolute", what, check=False)
+    return Path(proc.stdout.strip()) if proc.returncode == 0 and proc.stdout.strip() else None
+
+
+def is_worktree_of(path: Path, main: Path) -> bool:
+    """True when path is a linked worktree of main's repository (not a stale copy)."""
+    if not (path / ".git").is_file():
+        return False
+    common = _git_path(path, "--git-common-dir")
+    return common is not None and common.resolve() == (main / ".git").resolve()
+
+
+def _add_worktree(main: Path, path: Path, commit: str) -> None:
+    """A fresh detached worktree of main at commit (after clearing what an interrupted try left)."""
+    shutil.rmtree(path, ignore_errors=True)
+    git(main, "worktree", "prune")
+    log = path.parent / f"{path.name}.log"
+    say(f"creating {path}, a worktree of {main.name} (once; checking out ~90k files takes a while)")
+    rc, secs = run_logged(["git", *GIT_CONFIG, "-C", str(main), "worktree", "add", "-f", "-f",
+                           "--detach", str(path), commit], log, "git worktree add",
+                          env=dict(os.environ, **COMMITTER_ENV))
+    if rc != 0 or not is_worktree_of(path, main):
+        raise DriverError(f"git worktree add of {path} failed; see {log}")
+    say(f"git worktree add done in {secs:.0f}s")
+
+
+def ensure_base_worktree(repo_root: Path, prepared: PreparedTree, base_before: str) -> PreparedTree:
+    """The base variant: a worktree of the prepared tree at the commit before base_before,
+    with the suite hooked in; cheap when nothing changed."""
+    parent, patches = patch_parent(prepared, base_before)
+    path = base_worktree_path(prepared)
+    if not is_worktree_of(path, prepared.path):
+        _add_worktree(prepared.path, path, parent)
+    git_dir = _git_path(path, "--git-dir")
+    if git_dir is None:
+        raise DriverError(f"{path}: cannot find its git directory")
+    stamp_file = git_dir / STAMP
+    loaded = read_json(stamp_file)
+    stamp: dict[str, Any] = loaded if isinstance(loaded, dict) else {}
+    _clean_if_dirty(path)
+    hook = _ensure_hook(path, repo_root / SUITE_DIR, parent, stamp, tag=BASE_SUITE_TAG)
+    _goto(path, hook)
+    write_json(stamp_file, stamp)
+    say(f"base variant {path} at {hook[:12]} (before {base_before})")
+    return PreparedTree(path=path, base_commit=prepared.base_commit, head_commit=hook,
+                        patches=patches, variant=BASE_VARIANT)
+
+
+def kernel_commit(tree: PreparedTree) -> str:
+    """The kernel commit under the suite hook: the last patch applied, else the base."""
+    return tree.patches[-1][1] if tree.patches else tree.base_commit

@@ -17,6 +17,6 @@ def hermetic_git(monkeypatch: pytest.MonkeyPatch) -> None:
     """No system/global git config, no stray CGKUNIT_* settings."""
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
-    for var in ("CGKUNIT_BUILD", "CGKUNIT_APT_MIRROR", "CGKUNIT_ACCEL", "KERNEL_SRC",
-                "KERNEL_REF", "KERNEL_ARGS", "FILTER"):
+    for var in ("CGKUNIT_BUILD", "CGKUNIT_APT_MIRROR", "CGKUNIT_ACCEL", "CGKUNIT_ISOLATE",
+                "KERNEL_SRC", "KERNEL_REF", "KERNEL_ARGS", "FILTER"):
         monkeypatch.delenv(var, raising=False)

@@ -89,3 +89,51 @@ def test_report_without_a_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         pytest.skip("no profiles in tools/kunit/profiles yet")
     assert cli.main(["--build-dir", str(tmp_path), "report", "--profile", names[0]]) == 2
     assert "no console log at" in capsys.readouterr().err
+
+
+def test_isolate_option_and_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    from cgkunit import pipeline
+    from cgkunit import report as rp
+    seen: list[pipeline.RunOptions] = []
+
+    def fake_run(repo: Path, build: Path, opts: pipeline.RunOptions) -> rp.Report:
+        seen.append(opts)
+        return rp.parse_console((DATA / "01_all_pass.log").read_text())
+    monkeypatch.setattr(pipeline, "run_profile", fake_run)
+    name = (list_profiles(REPO) or ["x"])[0]
+    base = ["--build-dir", str(tmp_path), "run", "--profile", name]
+    assert cli.main(base) == 0 and seen[-1].isolate is None  # the profile decides
+    assert cli.main(base + ["--isolate", "suite"]) == 0 and seen[-1].isolate == "suite"
+    assert cli.main(base + ["--isolate", "none"]) == 0 and seen[-1].isolate == ""
+    monkeypatch.setenv("CGKUNIT_ISOLATE", "test")
+    assert cli.main(base) == 0 and seen[-1].isolate == "test"
+    assert cli.main(base + ["--isolate", "cases"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "cgkunit: error: --isolate (or CGKUNIT_ISOLATE) must be one of suite, test or none, "
+        "got 'cases'")
+    # check: the environment for every check, unless the check says otherwise
+    assert cli.main(["--build-dir", str(tmp_path), "check", "--only", "bad-parameters"]) in (0, 1)
+    assert seen[-1].isolate == "test" and seen[-1].results_tag == "check-bad-parameters"
+
+
+def test_report_command_after_a_stop(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+    names = list_profiles(REPO)
+    if not names:
+        pytest.skip("no profiles in tools/kunit/profiles yet")
+    results = tmp_path / "results" / names[0]
+    results.mkdir(parents=True)
+    shutil.copy(DATA / "deadlock_after_lockdep.log", results / "console.log")
+    verdict = "stopped: silent 30 s after lockdep report (WARNING: inconsistent lock state)"
+    (results / "exec.json").write_text(json.dumps({
+        "verdict": verdict, "elapsed": 44.5, "filter": "cgroup_css_set.cset_shared_get_put",
+        "stops": [{"rule": "silence", "reason": verdict[len("stopped: "):], "at": 43.5,
+                   "report": "WARNING: inconsistent lock state", "line": 19, "boot": 1,
+                   "boots": 1}]}))
+    assert cli.main(["--build-dir", str(tmp_path), "report", "--profile", names[0]]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"cgkunit: {names[0]}: CRASH (run stopped: silent 30 s after lockdep report) in 44s"
+    assert out[1] == ("  watchdog: stopped the kernel at 44s: silent 30 s after lockdep report "
+                      "(WARNING: inconsistent lock state)")
+    assert any(line.startswith("  NOT RUN cgroup_css_set: 5 more cases") for line in out)

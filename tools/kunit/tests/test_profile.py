@@ -53,6 +53,35 @@ def test_bad_metadata(tmp_path: Path, text: str, needle: str) -> None:
     assert needle in str(exc.value) and "\n" not in str(exc.value)
 
 
+def test_watchdog_rules_and_isolation(tmp_path: Path) -> None:
+    write_profile(tmp_path, "x", "#@ arch: x86_64\n#@ crash_grace: 15\n#@ storm_repeats: 5\n"
+                  "#@ storm_window: 12.5\n#@ post_report_silence: 0\n#@ isolate: suite\n")
+    p = pf.load_profile(tmp_path, "x")
+    assert (p.crash_grace, p.storm_repeats, p.storm_window, p.post_report_silence, p.isolate) == \
+        (15.0, 5, 12.5, 0.0, "suite")
+    write_profile(tmp_path, "d", "#@ arch: um\n#@ isolate: none\n")
+    d = pf.load_profile(tmp_path, "d")
+    assert (d.crash_grace, d.storm_repeats, d.storm_window, d.post_report_silence, d.isolate) == \
+        (pf.CRASH_GRACE_S, pf.STORM_REPEATS, pf.STORM_WINDOW_S, pf.POST_REPORT_SILENCE_S, "")
+    assert (pf.CRASH_GRACE_S, pf.STORM_REPEATS, pf.STORM_WINDOW_S, pf.POST_REPORT_SILENCE_S) == \
+        (5.0, 3, 30.0, 30.0)
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("#@ crash_grace: soon\n", "crash_grace must be a number of seconds >= 0 (0: off), got 'soon'"),
+    ("#@ post_report_silence: -1\n", "post_report_silence must be a number of seconds >= 0"),
+    ("#@ storm_window: nan\n", "storm_window must be a number of seconds >= 0"),
+    ("#@ storm_repeats: 1\n", "storm_repeats must be 0 (off) or an integer >= 2, got '1'"),
+    ("#@ storm_repeats: many\n", "storm_repeats must be 0 (off) or an integer >= 2"),
+    ("#@ isolate: cases\n", "isolate must be one of suite, test or none, got 'cases'"),
+])
+def test_bad_watchdog_metadata(tmp_path: Path, text: str, needle: str) -> None:
+    path = write_profile(tmp_path, "bad", text)
+    with pytest.raises(DriverError) as exc:
+        pf.load_profile(tmp_path, "bad")
+    assert needle in str(exc.value) and str(path) in str(exc.value)
+
+
 def test_unknown_profile_lists_the_known_ones(tmp_path: Path) -> None:
     write_profile(tmp_path, "b", "#@ arch: um\n")
     write_profile(tmp_path, "a", "#@ arch: um\n")

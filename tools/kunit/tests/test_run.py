@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from cgkunit import report as rp
 from cgkunit import run
 from cgkunit.common import DriverError
 from cgkunit.profile import Profile
@@ -82,9 +83,9 @@ def fake(tmp_path: Path, body: str) -> list[str]:
     return [sys.executable, "-u", str(script)]
 
 
-def watch(tmp_path: Path, body: str, **kw: float) -> run.ExecResult:
-    opts: dict[str, float] = {"boot_timeout": 5.0, "timeout": 20.0, "hang_timeout": 5.0,
-                              "poll": 0.05, "heartbeat": 0.2}
+def watch(tmp_path: Path, body: str, **kw: object) -> run.ExecResult:
+    opts: dict[str, object] = {"boot_timeout": 5.0, "timeout": 20.0, "hang_timeout": 5.0,
+                               "poll": 0.05, "heartbeat": 0.2}
     opts.update(kw)
     return run.watch(fake(tmp_path, body), tmp_path / "console.log", "running t", cwd=tmp_path,
                      env=None, **opts)  # type: ignore[arg-type]
@@ -142,3 +143,120 @@ def test_kunit_env(tmp_path: Path) -> None:
     env = run.kunit_env(tmp_path)
     assert env["PYTHONUNBUFFERED"] == "1" and env["PYTHONDONTWRITEBYTECODE"] == "1"
     assert env["PATH"].startswith(f"{tmp_path}{os.pathsep}")
+
+
+# --- failure states end a boot early (fake kernels; the rules are in test_watchdog.py) --------
+
+FAST = run.StopRules(crash_grace=0.2, storm_repeats=3, storm_window=0.3, post_report_silence=0.3)
+
+
+def test_exec_command_isolated() -> None:
+    cmd = run.exec_command(Path("/t"), prof(), Path("/r"), Path("/b"), [], "cgroup_*", isolate="suite")
+    assert cmd[-2:] == ["--run_isolated=suite", "cgroup_*"]
+    assert not any("run_isolated" in a for a in run.exec_command(Path("/t"), prof(), Path("/r"),
+                                                                   Path("/b"), [], ""))
+
+
+def test_stop_rules_of_a_profile() -> None:
+    p = prof(crash_grace=15.0, storm_repeats=4, storm_window=20.0, post_report_silence=0.0)
+    rules = run.StopRules.of(p)
+    assert rules == run.StopRules(crash_grace=15.0, storm_repeats=4, storm_window=20.0,
+                                  post_report_silence=0.0)
+    assert rules.describe() == "panic, crash grace 15s, storm 4x/20s, silence after a report off"
+    assert run.StopRules.of(prof()) == run.StopRules()
+
+
+def test_watch_stops_a_report_storm(tmp_path: Path) -> None:
+    body = ("print('KTAP version 1\\n1..1\\n    KTAP version 1\\n    # Subtest: s\\n    1..2', flush=True)\n"
+            "n = 0\nwhile True:\n    n += 1\n"
+            "    print(f'WARNING: kernel/x.c:1 at f+0x1/0x2, CPU#{n % 4}: t/{n}', flush=True)\n"
+            "    print('Call Trace:\\n ---[ end trace 0000000000000000 ]---', flush=True)\n"
+            "    time.sleep(0.02)\n")
+    r = watch(tmp_path, body, rules=FAST)
+    assert r.verdict.startswith("stopped: report storm (WARNING: kernel/x.c:1 at f+0x1/0x2 x")
+    assert [s.rule for s in r.stops] == ["storm"] and r.elapsed < 10
+
+
+def test_watch_stops_silence_after_lockdep(tmp_path: Path) -> None:
+    body = ("print('KTAP version 1\\n1..1\\n    KTAP version 1\\n    # Subtest: s\\n    1..2', flush=True)\n"
+            "print('WARNING: possible circular locking dependency detected', flush=True)\n"
+            "time.sleep(60)\n")
+    r = watch(tmp_path, body, rules=FAST)
+    assert r.verdict == ("stopped: silent 0.3 s after lockdep report "
+                         "(WARNING: possible circular locking dependency detected)")
+    assert r.elapsed < 10 and r.stops[0].line == 6
+
+
+def test_watch_stops_after_a_panic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(run, "PANIC_GRACE_S", 0.1)
+    body = ("print('KTAP version 1\\n1..1', flush=True)\n"
+            "print('Kernel panic - not syncing: Fatal exception', flush=True)\ntime.sleep(60)\n")
+    r = watch(tmp_path, body, rules=FAST)
+    assert r.verdict == "stopped: panic (Kernel panic - not syncing: Fatal exception)"
+    assert r.elapsed < 10
+
+
+def test_watch_does_not_stop_a_clean_run(tmp_path: Path) -> None:
+    body = ("print('KTAP version 1\\n1..1\\n    KTAP version 1\\n    # Subtest: s\\n    1..2', flush=True)\n"
+            "time.sleep(0.4)\nprint('    ok 1 a', flush=True)\ntime.sleep(0.4)\n"
+            "print('    ok 2 b\\nok 1 s', flush=True)\n")
+    r = watch(tmp_path, body, rules=FAST)
+    assert r.verdict == "completed" and r.stops == []
+
+
+KERNEL_PANICS = ("import time\nprint('KTAP version 1\\n1..1\\n    KTAP version 1\\n"
+                 "    # Subtest: s1\\n    1..2\\n    ok 1 a', flush=True)\n"
+                 "print('Kernel panic - not syncing: boom', flush=True)\ntime.sleep(60)\n")
+KERNEL_PASSES = ("print('KTAP version 1\\n1..1\\n    KTAP version 1\\n    # Subtest: s2\\n"
+                 "    1..1\\n    ok 1 b\\nok 1 s2', flush=True)\n")
+
+
+def test_watch_isolated_kills_only_the_kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """kunit.py --run_isolated: a stopped kernel costs only its own boot."""
+    monkeypatch.setattr(run, "PANIC_GRACE_S", 0.1)
+    body = (f"kernels = [{KERNEL_PANICS!r}, {KERNEL_PASSES!r}]\n"
+            "for i, k in enumerate(kernels, 1):\n"
+            "    print(f'[12:00:0{i}] Starting KUnit Kernel ({i}/2)...', flush=True)\n"
+            "    child = subprocess.Popen([sys.executable, '-u', '-c', k], stdout=subprocess.PIPE, text=True)\n"
+            "    for line in child.stdout:\n        print(line, end='', flush=True)\n"
+            "    child.wait()\n")
+    r = watch(tmp_path, body, rules=FAST, timeout=30.0, isolated=True)
+    assert r.verdict == "stopped: panic (Kernel panic - not syncing: boom)"
+    assert [(s.rule, s.boot, s.boots) for s in r.stops] == [("panic", 1, 2)]
+    assert r.elapsed < 15
+    text = r.console_log.read_text()
+    assert "Starting KUnit Kernel (2/2)" in text and "ok 1 s2" in text
+    report = rp.parse_console(text, r.verdict)
+    rp.attach_stops(report, [s.to_json() for s in r.stops])
+    assert report.status == "crash"
+    assert [(t.id, t.status) for t in report.tests if t.level != "crash"] == [
+        ("s1", "CRASH"), ("s1.a", "PASS"), ("s2", "PASS"), ("s2.b", "PASS")]
+    [crash] = [t for t in report.tests if t.level == "crash"]
+    assert crash.splats[0].kind == "panic" and crash.boot == 1
+
+
+def test_exec_tests_records_the_stop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(run, "PANIC_GRACE_S", 0.1)
+    # isolated, but this fake kunit.py is its own kernel: nothing else to kill, so the
+    # watchdog waits for a next boot that never comes, then ends the run
+    monkeypatch.setattr(run, "KERNEL_KILL_WAIT_S", 0.1)
+    tree, build = tmp_path / "tree", tmp_path / "build"
+    script = tree / run.KUNIT_PY
+    script.parent.mkdir(parents=True)
+    script.write_text("import time\nprint('KTAP version 1\\n1..1', flush=True)\n"
+                      "print('Kernel panic - not syncing: boom', flush=True)\ntime.sleep(60)\n")
+    (build / "out" / "um-p").mkdir(parents=True)
+    (build / "out" / "um-p" / "linux").write_text("elf")
+    results = tmp_path / "results"
+    r = run.exec_tests(tree, prof(storm_window=7.0, isolate="suite"), tmp_path, build, results,
+                       filter_glob="s1")
+    assert r.verdict == "stopped: panic (Kernel panic - not syncing: boom)"
+    info = run.read_exec_info(results)
+    assert info["verdict"] == r.verdict and info["isolate"] == "suite"
+    assert info["rules"] == {"crash_grace": 5.0, "storm_repeats": 3, "storm_window": 7.0,
+                             "post_report_silence": 30.0}
+    assert info["stops"] == [{"rule": "panic", "reason": "panic (Kernel panic - not syncing: boom)",
+                              "at": pytest.approx(info["stops"][0]["at"]),  # type: ignore[index]
+                              "report": "Kernel panic - not syncing: boom", "line": 3,
+                              "boot": 0, "boots": 0}]
+    assert "--run_isolated=suite" in info["command"]  # type: ignore[operator]
