@@ -16,7 +16,7 @@ DURATION_MS ?= 1000
 ROUNDS ?= 3
 export KERNEL_SRC KERNEL_REF KERNEL_ARGS FILTER CGKUNIT_ACCEL
 
-.PHONY: run test kcsan kasan lockdep-x86 check module bench pytest deps clean help
+.PHONY: run test kcsan kasan lockdep-x86 check module bench coverage pytest deps clean help
 
 help:
 	@echo "make run      the suite on UML under lockdep (the main job)"
@@ -28,6 +28,7 @@ help:
 	@echo "make module   build the suite as a module (cgroup_kunit.ko)"
 	@echo "make bench    benchmarks: base kernel vs base + kernel/series, side by side"
 	@echo "              (x86_64 QEMU; REPS=$(REPS) DURATION_MS=$(DURATION_MS); not part of make test)"
+	@echo "make coverage which kernel lines the suite drives (UML gcov + lcov; not part of make test)"
 	@echo "make clean    remove build/ (sources, trees, build dirs, results)"
 
 deps:
@@ -54,6 +55,9 @@ module: deps
 bench: deps
 	$(CGKUNIT) bench --reps $(REPS) --duration-ms $(DURATION_MS) \
 		--rounds $(ROUNDS) $(if $(VCPUS),--vcpus $(VCPUS)) $(if $(ONLY),--only $(ONLY))
+
+coverage: deps
+	$(CGKUNIT) coverage
 
 pytest:
 	$(PYTHON) -m pytest -q tools/kunit/tests

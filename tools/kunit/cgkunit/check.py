@@ -10,6 +10,7 @@ from typing import Any, Callable
 from .common import DriverError, say
 from .profile import isolate_mode
 from .report import Report, TestResult
+from .run import check_filter
 
 CHECKS_FILE = Path("tools") / "kunit" / "checks.json"
 
@@ -95,7 +96,7 @@ def parse_checks(data: Any, where: str = str(CHECKS_FILE)) -> list[Check]:
             name=item["name"], profile=item["profile"],
             kernel_args=_strings(f"{at}: kernel_args", item.get("kernel_args", [])),
             extra_patches=_strings(f"{at}: extra_patches", item.get("extra_patches", [])),
-            filter=str(item.get("filter", "")),
+            filter=check_filter(str(item.get("filter", "")), f"{at}: filter"),
             expect_fail=_strings(f"{at}: expect_fail", item.get("expect_fail", [])),
             expect_splat=splats, expect_pass_others=bool(item.get("expect_pass_others", True)),
             expect_status=str(item.get("expect_status", "")),

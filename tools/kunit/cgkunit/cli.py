@@ -4,17 +4,20 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import shutil
 import sys
 from pathlib import Path
 from typing import NoReturn, Sequence
 
-from . import bench
+from . import bench, coverage
 from . import check as checks
 from . import deps, pipeline
-from .common import DriverError, build_root, find_repo_root, one_line, say
-from .fetch import fetch_base
-from .profile import isolate_mode, list_profiles, load_profile, results_dir
+from .common import BASE_FILE, DriverError, build_root, find_repo_root, one_line, say
+from .fetch import fetch_base, parse_base
+from .profile import accel_mode, isolate_mode, list_profiles, load_profile, results_dir
 from .report import EXIT_ERROR, EXIT_HELP, Report, exit_code, format_summary
+from .run import check_filter
+from .tree import read_series, validate_kernel_src
 
 DESCRIPTION = """Drive the cgroup KUnit suite: fetch the pinned base, prepare a git tree
 (base + kernel/series + the suite), build a profile with the tree's own kunit.py,
@@ -38,6 +41,17 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         print(f"cgkunit: error: {one_line(message)}", file=sys.stderr)
         sys.exit(EXIT_ERROR)
+
+
+def _jobs(text: str) -> int:
+    """--jobs: a positive integer (an argparse type)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
 
 
 def _tree_opts(p: argparse.ArgumentParser) -> None:
@@ -65,11 +79,11 @@ def make_parser() -> Parser:
     _tree_opts(p)
     p = sub.add_parser("build", help="prepare and build one profile")
     p.add_argument("--profile", required=True)
-    p.add_argument("--jobs", type=int, metavar="N")
+    p.add_argument("--jobs", type=_jobs, metavar="N")
     _tree_opts(p)
     p = sub.add_parser("module", help="build the suite as a module (cgroup_kunit.ko)")
     p.add_argument("--profile", required=True)
-    p.add_argument("--jobs", type=int, metavar="N")
+    p.add_argument("--jobs", type=_jobs, metavar="N")
     _tree_opts(p)
     p = sub.add_parser("run", help="prepare, build, boot, report (exit status below)",
                        epilog=EXIT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -79,7 +93,7 @@ def make_parser() -> Parser:
     p.add_argument("--filter", default=os.environ.get("FILTER", ""), metavar="GLOB",
                    help="KUnit filter glob, e.g. 'suite.case*' (default $FILTER)")
     p.add_argument("--no-build", action="store_true", help="boot the kernel built last time")
-    p.add_argument("--jobs", type=int, metavar="N")
+    p.add_argument("--jobs", type=_jobs, metavar="N")
     p.add_argument("--verbose", action="store_true", help="echo the console while it runs")
     _isolate_opt(p)
     _tree_opts(p)
@@ -101,9 +115,20 @@ def make_parser() -> Parser:
                    help=f"boot base and series alternately N times, reps of each boot pooled "
                         f"({bench.ROUNDS[0]}..{bench.ROUNDS[1]}, default %(default)s)")
     p.add_argument("--no-build", action="store_true", help="boot the kernels built last time")
-    p.add_argument("--jobs", type=int, metavar="N")
+    p.add_argument("--jobs", type=_jobs, metavar="N")
     p.add_argument("--report", action="store_true",
                    help="aggregate the console logs of the last run again (no build, no boot)")
+    p.add_argument("--verbose", action="store_true", help="echo the console while it runs")
+    _tree_opts(p)
+    p = sub.add_parser("coverage", help="the suite on um-coverage (UML gcov): line and branch "
+                                        "coverage of the cgroup and ucount files, lcov HTML",
+                       epilog=EXIT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--kernel-args", default=os.environ.get("KERNEL_ARGS", ""), metavar='"A=B C=D"',
+                   help="extra kernel command line (default $KERNEL_ARGS)")
+    p.add_argument("--filter", default=os.environ.get("FILTER", ""), metavar="GLOB",
+                   help="KUnit filter glob (default $FILTER: the whole suite)")
+    p.add_argument("--no-build", action="store_true", help="boot the kernel built last time")
+    p.add_argument("--jobs", type=_jobs, metavar="N")
     p.add_argument("--verbose", action="store_true", help="echo the console while it runs")
     _tree_opts(p)
     p = sub.add_parser("check", help="prove the oracle: runs that must fail as expected")
@@ -131,6 +156,34 @@ def _isolate(value: str | None) -> str | None:
     return None if value is None else isolate_mode(value, "--isolate (or CGKUNIT_ISOLATE)")
 
 
+PREPARES = ("prepare", "build", "module", "run", "bench", "coverage", "check")
+BOOTS = ("run", "bench", "coverage", "check")
+
+
+def preflight(args: argparse.Namespace, repo: Path, build: Path) -> None:
+    """Check a command's inputs before any long work (fetch, prepare, build, boot): the
+    profile, --filter, CGKUNIT_ACCEL, KERNEL_SRC (never in the build root) or kernel/BASE,
+    kernel/series and git; DriverError naming the first bad one."""
+    if args.command not in PREPARES or (args.command == "check" and args.list) \
+            or (args.command == "bench" and args.report):
+        return
+    if getattr(args, "profile", None):
+        load_profile(repo, args.profile)
+    if args.command == "coverage":
+        load_profile(repo, coverage.PROFILE)
+    if getattr(args, "filter", ""):
+        check_filter(args.filter, "--filter (or FILTER)")
+    if args.command in BOOTS:
+        accel_mode(os.environ.get("CGKUNIT_ACCEL"))
+    if shutil.which("git") is None:
+        raise DriverError("command not found: git")
+    if args.kernel_src:
+        validate_kernel_src(args.kernel_src, args.kernel_ref, build)
+    else:
+        parse_base(repo / BASE_FILE)
+    read_series(repo)
+
+
 def dispatch(args: argparse.Namespace) -> int:
     """Run one command; DriverError propagates."""
     if args.command == "deps":
@@ -138,6 +191,7 @@ def dispatch(args: argparse.Namespace) -> int:
         return 0
     repo = find_repo_root()
     build = build_root(repo, args.build_dir)
+    preflight(args, repo, build)
     if args.command == "fetch":
         base = fetch_base(repo, build)
         print(base.path)
@@ -169,6 +223,11 @@ def dispatch(args: argparse.Namespace) -> int:
                                   kernel_ref=args.kernel_ref, vcpus=args.vcpus,
                                   rounds=args.rounds)
         return bench.run_bench(repo, build, opts)
+    if args.command == "coverage":
+        return coverage.run_coverage(repo, build, pipeline.RunOptions(
+            profile=coverage.PROFILE, kernel_args=_split_args(args.kernel_args),
+            filter_glob=args.filter, no_build=args.no_build, kernel_src=args.kernel_src,
+            kernel_ref=args.kernel_ref, echo=args.verbose, jobs=args.jobs))
     if args.command == "check":
         isolate = _isolate(args.isolate)
         found = checks.load_checks(repo)

@@ -43,20 +43,69 @@ def find_repo_root(start: Path | None = None) -> Path:
     starts = [start] if start is not None else [Path(__file__).resolve().parent, Path.cwd()]
     for s in starts:
         for d in [s.resolve(), *s.resolve().parents]:
-            if (d / BASE_FILE).is_file():
+            if (d / BASE_FILE).exists():  # a bad kernel/BASE is reported where it is read
                 return d
     raise DriverError(f"cannot find the project root (a directory holding {BASE_FILE})")
 
 
+def user_path(raw: str, what: str) -> Path:
+    """raw with a leading ~ or ~user expanded; DriverError naming what when it cannot be."""
+    try:
+        return Path(raw).expanduser()
+    except RuntimeError:
+        raise DriverError(f"{what}: cannot expand {raw!r} (no such user or no home directory)") \
+            from None
+
+
+def overlaps(a: Path, b: Path) -> bool:
+    """True when a and b (both resolved) are the same path or one is inside the other."""
+    return a == b or a.is_relative_to(b) or b.is_relative_to(a)
+
+
+def read_text_file(path: Path) -> str:
+    """The UTF-8 text of path; DriverError naming it when it is missing, a directory,
+    unreadable or not UTF-8."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise DriverError(f"cannot read {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise DriverError(f"cannot read {path}: not valid UTF-8 (byte {e.start})") from None
+
+
+def check_build_dir(path: Path, what: str = "build root") -> None:
+    """DriverError unless path is (or can be made as) a writable directory."""
+    try:
+        existing = path
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        is_dir = existing.is_dir()
+    except OSError as e:
+        raise DriverError(f"{what} {path}: {e.strerror or e}") from None
+    if not is_dir:
+        raise DriverError(f"{what} {path}: " + ("not a directory" if existing == path
+                                                else f"{existing} is not a directory"))
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise DriverError(f"{what} {path}: " + ("not writable" if existing == path
+                                                else f"{existing} is not writable"))
+
+
 def build_root(repo: Path, override: str | None = None,
                env: Mapping[str, str] | None = None) -> Path:
-    """Build root: --build-dir, else $CGKUNIT_BUILD, else <repo>/build."""
+    """Build root: --build-dir, else $CGKUNIT_BUILD, else <repo>/build; DriverError
+    when it is not (and cannot be made as) a writable directory."""
     env = os.environ if env is None else env
+    what = "--build-dir" if override else "CGKUNIT_BUILD" if env.get("CGKUNIT_BUILD") else "build root"
     raw = override or env.get("CGKUNIT_BUILD") or str(repo / "build")
-    path = Path(raw).expanduser()
+    path = user_path(raw, what)
     if not path.is_absolute():
         path = Path.cwd() / path
-    return path.resolve()
+    try:
+        path = path.resolve()
+    except (OSError, RuntimeError) as e:
+        raise DriverError(f"{what} {raw}: {e}") from None
+    check_build_dir(path, what)
+    return path
 
 
 def sha256_file(path: Path) -> str:

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from .common import (DriverError, Heartbeat, read_json, run_cmd, run_logged, say, sha256_file,
-                     write_json)
+from .common import (DriverError, Heartbeat, read_json, read_text_file, run_cmd, run_logged, say,
+                     sha256_file, write_json)
 
 KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
 DEBIAN_SUITES = frozenset({
@@ -47,10 +47,7 @@ class BaseSource:
 
 def parse_base(path: Path) -> BaseSpec:
     """Parse kernel/BASE (key=value lines, '#' comments)."""
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise DriverError(f"cannot read {path}: {e.strerror}") from None
+    text = read_text_file(path)
     values: dict[str, str] = {}
     for n, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
@@ -219,6 +216,34 @@ def verify_deb(deb: Path, expected: str) -> str:
     return got
 
 
+DOWNLOAD_PREFIX = ".download-"
+
+
+def download_deb(apt_opts: list[str], base_dir: Path, package: str, version: str,
+                 expected: str | None) -> tuple[Path, str]:
+    """apt-get download package=version into base_dir; (the .deb, its sha256).
+
+    The download goes to a temporary directory beside it and the .deb is renamed into
+    base_dir only once complete and, when expected is given, verified: an interrupted or
+    bad download leaves nothing under the final name (the temporary is removed)."""
+    for stale in base_dir.glob(f"{DOWNLOAD_PREFIX}*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp = Path(tempfile.mkdtemp(dir=base_dir, prefix=DOWNLOAD_PREFIX))
+    try:
+        say(f"downloading {package} {version}")
+        with Heartbeat(f"downloading {package}"):
+            run_cmd(["apt-get", *apt_opts, "download", f"{package}={version}"], cwd=tmp)
+        got = deb_path(tmp, package, version)
+        if got is None:
+            raise DriverError(f"apt-get download left no {package}_{version}_*.deb in {base_dir}")
+        digest = verify_deb(got, expected) if expected else sha256_file(got)
+        final = base_dir / got.name
+        os.replace(got, final)
+        return final, digest
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def cached_base(base_dir: Path, package: str, version: str) -> BaseSource | None:
     """The unpacked base when its stamp and .deb are present and match."""
     stamp = read_json(stamp_path(base_dir, version))
@@ -296,15 +321,12 @@ def fetch_base(repo: Path, build: Path, env: Mapping[str, str] | None = None) ->
         raise DriverError(f"{spec.package} is not available from {mirror} {spec.suite}")
     deb = deb_path(base_dir, spec.package, version)
     if deb is None:
-        say(f"downloading {spec.package} {version}")
-        with Heartbeat(f"downloading {spec.package}"):
-            run_cmd(["apt-get", *opts, "download", f"{spec.package}={version}"], cwd=base_dir)
-        deb = deb_path(base_dir, spec.package, version)
-        if deb is None:
-            raise DriverError(f"apt-get download left no {spec.package}_{version}_*.deb in {base_dir}")
-    if pinned:
+        deb, digest = download_deb(opts, base_dir, spec.package, version,
+                                   spec.sha256 if pinned else None)
+    elif pinned:
         digest = verify_deb(deb, spec.sha256)
     else:
         digest = sha256_file(deb)
+    if not pinned:
         say(f"unpinned {deb.name} has sha256 {digest}")
     return unpack(deb, spec.tarball, base_dir, spec.package, version, digest, pinned)

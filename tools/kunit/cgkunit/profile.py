@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from .common import DriverError, read_json, say, write_json
+from .common import DriverError, read_json, read_text_file, say, write_json
 
 PROFILES_DIR = Path("tools") / "kunit" / "profiles"
 ARCHES = ("um", "x86_64")
@@ -116,7 +116,7 @@ def _qemu_smp(path: Path, n: int, value: str) -> int:
 def parse_profile(name: str, path: Path) -> Profile:
     """Parse the '#@ key: value' metadata of a profile fragment."""
     meta: dict[str, tuple[int, str]] = {}
-    for n, raw in enumerate(path.read_text().splitlines(), 1):
+    for n, raw in enumerate(read_text_file(path).splitlines(), 1):
         if not raw.startswith("#@"):
             continue
         key, sep, value = raw[2:].partition(":")
@@ -157,7 +157,7 @@ def parse_profile(name: str, path: Path) -> Profile:
 def load_profile(repo: Path, name: str) -> Profile:
     """The named profile; DriverError listing the known ones otherwise."""
     path = repo / PROFILES_DIR / f"{name}.config"
-    if "/" in name or not path.is_file():
+    if "/" in name or not path.exists():  # a directory or unreadable file: parse_profile says so
         known = ", ".join(list_profiles(repo)) or "none"
         raise DriverError(f"unknown profile {name!r} (known: {known})")
     return parse_profile(name, path)
@@ -215,15 +215,21 @@ def _boot_id(path: Path) -> str:
         return ""
 
 
+def accel_mode(value: str | None) -> str:
+    """CGKUNIT_ACCEL checked: 'auto' (also when unset), 'kvm' or 'tcg'; DriverError otherwise."""
+    mode = (value or "auto").strip().lower()
+    if mode not in ACCEL_MODES:
+        raise DriverError(f"CGKUNIT_ACCEL must be one of {', '.join(ACCEL_MODES)}, got {mode!r}")
+    return mode
+
+
 def choose_accel(kernel_image: Path, build: Path, mode: str | None = None, *,
                  env: Mapping[str, str] | None = None, kvm_dev: Path = Path("/dev/kvm"),
                  qemu: str | None = None, boot_id_file: Path = Path("/proc/sys/kernel/random/boot_id"),
                  probe_seconds: float = 5.0) -> tuple[str, str]:
     """(accel, reason): CGKUNIT_ACCEL=kvm|tcg forces, auto probes KVM once per boot."""
     env = os.environ if env is None else env
-    mode = (mode or env.get("CGKUNIT_ACCEL") or "auto").strip().lower()
-    if mode not in ACCEL_MODES:
-        raise DriverError(f"CGKUNIT_ACCEL must be one of {', '.join(ACCEL_MODES)}, got {mode!r}")
+    mode = accel_mode(mode or env.get("CGKUNIT_ACCEL"))
     if mode != "auto":
         accel, reason = mode, f"forced by CGKUNIT_ACCEL={mode}"
     elif not os.access(kvm_dev, os.R_OK | os.W_OK):

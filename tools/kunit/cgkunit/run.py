@@ -173,6 +173,14 @@ def kernel_image(build_root: Path, profile: Profile, out: Path | None = None) ->
     return out / "linux" if profile.arch == "um" else out / "arch" / "x86" / "boot" / "bzImage"
 
 
+def check_filter(glob: str, where: str = "filter") -> str:
+    """A KUnit filter glob for kunit.py's command line ('' for all); DriverError naming where
+    when it would be read as an option."""
+    if glob.startswith("-"):
+        raise DriverError(f"bad {where} {glob!r}: a KUnit filter glob cannot start with '-'")
+    return glob
+
+
 def exec_command(tree: Path, profile: Profile, repo_root: Path, build_root: Path,
                  kernel_args: Sequence[str], filter_glob: str, out: Path | None = None,
                  isolate: str = "") -> list[str]:
@@ -189,9 +197,7 @@ def exec_command(tree: Path, profile: Profile, repo_root: Path, build_root: Path
     cmd += [f"--kernel_args={a}" for a in args]
     if isolate:
         cmd.append(f"--run_isolated={isolate}")
-    if filter_glob:
-        if filter_glob.startswith("-"):
-            raise DriverError(f"bad filter {filter_glob!r}")
+    if check_filter(filter_glob):
         cmd.append(filter_glob)
     return cmd
 

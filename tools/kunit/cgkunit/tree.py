@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from .common import DriverError, read_json, run_logged, say, sha256_file, write_json
+from .common import (DriverError, overlaps, read_json, read_text_file, run_logged, say,
+                     sha256_file, user_path, write_json)
 from .fetch import BaseSource
 
 STAMP = "cgkunit-stamp.json"
@@ -48,9 +49,12 @@ def git(repo: Path, *args: str, check: bool = True, env: Mapping[str, str] | Non
         ) -> subprocess.CompletedProcess[str]:
     """Run git in repo; DriverError with git's last line on failure when check."""
     full_env = {**os.environ, **COMMITTER_ENV, **(env or {})}
-    proc = subprocess.run(["git", *GIT_CONFIG, "-C", str(repo), *args], capture_output=True,
-                          text=True, errors="backslashreplace", env=full_env,
-                          stdin=subprocess.DEVNULL)
+    try:
+        proc = subprocess.run(["git", *GIT_CONFIG, "-C", str(repo), *args], capture_output=True,
+                              text=True, errors="backslashreplace", env=full_env,
+                              stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise DriverError("command not found: git") from None
     if check and proc.returncode != 0:
         lines = [ln for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
         raise DriverError(f"git {args[0]} in {repo} failed: {lines[-1] if lines else proc.returncode}")
@@ -76,7 +80,7 @@ def _series_lines(repo_root: Path) -> list[tuple[int, str]]:
     if not series.exists():
         return []
     entries = ((n, raw.split("#", 1)[0].strip())
-               for n, raw in enumerate(series.read_text().splitlines(), 1))
+               for n, raw in enumerate(read_text_file(series).splitlines(), 1))
     return [(n, name) for n, name in entries if name]
 
 
@@ -154,14 +158,28 @@ def ensure_line(path: Path, line: str) -> bool:
 
 # --- KERNEL_SRC --------------------------------------------------------------
 
-def validate_kernel_src(kernel_src: str, ref: str) -> tuple[Path, str]:
-    """Check a user's kernel git tree; (resolved path, commit id)."""
-    p = Path(kernel_src).expanduser()
+def check_outside_build(src: Path, build_root: Path, tag: str) -> None:
+    """DriverError unless src is outside build_root and does not contain it (both resolved):
+    cgkunit removes and rewrites what is under the build root, and a KERNEL_SRC is only read."""
+    if not overlaps(src, build_root):
+        return
+    where = ("is the build root" if src == build_root else
+             "is inside the build root" if src.is_relative_to(build_root) else
+             "contains the build root")
+    raise DriverError(f"{tag}: {where} {build_root}; cgkunit rewrites and deletes what is "
+                      f"there, so use a tree outside it (or another --build-dir)")
+
+
+def validate_kernel_src(kernel_src: str, ref: str, build_root: Path) -> tuple[Path, str]:
+    """Check a user's kernel git tree (never inside the build root, nor holding it);
+    (resolved path, commit id)."""
     tag = f"KERNEL_SRC={kernel_src}"
+    p = user_path(kernel_src, tag)
     if not p.exists():
         raise DriverError(f"{tag}: does not exist")
     if not p.is_dir():
         raise DriverError(f"{tag}: not a directory")
+    check_outside_build(p.resolve(), build_root.resolve(), tag)
     for marker in LINUX_MARKERS:
         if not (p / marker).is_file():
             raise DriverError(f"{tag}: not a Linux source tree (no {marker})")
@@ -232,13 +250,19 @@ def ensure_debian_base(tree: Path, base: BaseSource) -> str:
 
 def ensure_user_base(tree: Path, src: Path, sha: str, base_id: str) -> str:
     """Shared clone of the user's tree checked out at sha (the user's repo is only read)."""
+    for doomed in (tree, tree.with_name(tree.name + ".tmp")):
+        if overlaps(doomed.resolve(), src.resolve()):  # _fresh_dir must never remove src
+            raise DriverError(f"KERNEL_SRC={src}: overlaps {doomed}, which cgkunit replaces")
     if _base_ok(tree, base_id):
         return sha
     say(f"cloning {src} at {sha[:12]} into {tree} (shared, read-only for {src})")
     tmp = _fresh_dir(tree)
-    proc = subprocess.run(["git", *GIT_CONFIG, "clone", "-q", "--shared", "--no-checkout",
-                           str(src), str(tmp)], capture_output=True, text=True,
-                          env=dict(os.environ, **COMMITTER_ENV), stdin=subprocess.DEVNULL)
+    try:
+        proc = subprocess.run(["git", *GIT_CONFIG, "clone", "-q", "--shared", "--no-checkout",
+                               str(src), str(tmp)], capture_output=True, text=True,
+                              env=dict(os.environ, **COMMITTER_ENV), stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise DriverError("command not found: git") from None
     if proc.returncode != 0:
         raise DriverError(f"git clone of {src} failed: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
     _configure(tmp)
@@ -406,7 +430,7 @@ def prepare_tree(repo_root: Path, build_root: Path, base: BaseSource | None,
         raise DriverError(f"{suite_src} is missing")
     trees = build_root / "trees"
     if kernel_src:
-        src, sha = validate_kernel_src(kernel_src, kernel_ref)
+        src, sha = validate_kernel_src(kernel_src, kernel_ref, build_root)
         tree = trees / f"user-{sha[:12]}"
         base_id = f"user:{src}:{sha}"
         say(f"using KERNEL_SRC {src} at {kernel_ref} = {sha[:12]} (committed state only)")

@@ -418,7 +418,7 @@ def run_entry(*args: str) -> subprocess.CompletedProcess[str]:
     (["--duration-ms", "99"], "--duration-ms must be in 100..60000, got 99"),
     (["--duration-ms", "60001"], "--duration-ms must be in 100..60000, got 60001"),
     (["--seed", "0"], f"--seed must be in 1..{2**64 - 1}, got 0"),
-    (["--jobs", "0"], "--jobs must be at least 1, got 0"),
+    (["--jobs", "0"], "argument --jobs: must be at least 1, got 0"),
     (["--only", "rstat,bogus"], "--only: unknown benchmark bogus (known: rstat,ucount,migrate)"),
     (["--only", ","], "--only: unknown benchmark ',' (known: rstat,ucount,migrate)"),
     (["--reps", "many"], "argument --reps: invalid int value: 'many'"),

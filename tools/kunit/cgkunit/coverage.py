@@ -1,0 +1,324 @@
+"""make coverage: which lines of the kernel the suite drives (UML gcov + lcov).
+
+The um-coverage profile builds UML with CONFIG_GCOV; each object's .gcda is
+written when the kernel exits. lcov turns those of kernel/ into one .info
+file, which this module reads (the format is plain text: SF/FN/FNDA/BRDA/DA
+records) to report line and branch coverage and the functions never entered
+for the files and function groups a cgroup maintainer cares about.
+"""
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import deps
+from . import profile as profiles
+from .common import DriverError, run_cmd, say, write_json
+from .pipeline import RunOptions, run_profile
+from .report import exit_code
+
+PROFILE = "um-coverage"
+PACKAGES = ("lcov",)
+# Object directories (under the build dir) whose .gcda files are captured.
+CAPTURE_DIRS = ("kernel",)
+NEVER_SHOWN = 6   # names of never-entered functions printed per target (all are in the JSON)
+
+
+@dataclass(frozen=True)
+class Target:
+    """A file, or a named group of its functions, whose coverage is reported."""
+    path: str                            # source path relative to the tree
+    label: str = ""                      # defaults to path
+    functions: tuple[str, ...] = ()      # empty: the whole file
+
+    @property
+    def name(self) -> str:
+        return self.label or self.path
+
+
+# The migration, attach and css_set functions of cgroup.c: moving tasks
+# (cgroup_attach_task() and what it calls), the css_set lookup, linking and
+# release paths, and the fork/exit hooks that take and drop css_sets.
+CGROUP_MIGRATION = (
+    "css_set_threaded", "css_set_populated", "css_set_update_populated",
+    "css_set_skip_task_iters", "css_set_move_task", "css_set_hash", "put_css_set_locked",
+    "compare_css_sets", "find_existing_css_set", "free_cgrp_cset_links",
+    "allocate_cgrp_cset_links", "link_css_set", "find_css_set",
+    "cgroup_attach_lock", "cgroup_attach_unlock", "cgroup_migrate_add_task",
+    "cgroup_taskset_first", "cgroup_taskset_next", "cgroup_migrate_execute",
+    "cgroup_migrate_vet_dst", "cgroup_migrate_finish", "cgroup_migrate_add_src",
+    "cgroup_migrate_prepare_dst", "cgroup_migrate", "cgroup_attach_task",
+    "cgroup_procs_write_start", "cgroup_procs_write_finish", "cgroup_update_dfl_csses",
+    "cgroup_attach_permissions", "__cgroup_procs_write", "cgroup_procs_write",
+    "cgroup_fork", "cgroup_css_set_fork", "cgroup_css_set_put_fork", "cgroup_can_fork",
+    "cgroup_cancel_fork", "cgroup_post_fork", "cgroup_task_exit", "cgroup_task_dead",
+    "cgroup_task_release", "cgroup_task_free",
+)
+# cgroup-v1.c's attach paths (in-kernel callers and the v1 procs/tasks files).
+CGROUP_V1_ATTACH = (
+    "cgroup_attach_task_all", "cgroup_transfer_tasks", "__cgroup1_procs_write",
+    "cgroup1_procs_write", "cgroup1_tasks_write",
+)
+# signal.c: the queued-signal allocation and free that charge RLIMIT_SIGPENDING.
+SIGQUEUE = ("sig_get_ucounts", "__sigqueue_init", "sigqueue_alloc", "__sigqueue_free")
+
+TARGETS: tuple[Target, ...] = (
+    Target("kernel/ucount.c"),
+    Target("kernel/cgroup/rstat.c"),
+    Target("kernel/cgroup/cgroup.c"),
+    Target("kernel/cgroup/cgroup.c", "cgroup.c: migration, attach, css_set", CGROUP_MIGRATION),
+    Target("kernel/cgroup/cgroup-v1.c"),
+    Target("kernel/cgroup/cgroup-v1.c", "cgroup-v1.c: attach", CGROUP_V1_ATTACH),
+    Target("kernel/cgroup/pids.c"),
+    Target("kernel/cgroup/freezer.c"),
+    Target("kernel/signal.c", "signal.c: sigqueue alloc/free", SIGQUEUE),
+)
+
+
+@dataclass
+class FileData:
+    """The coverage records of one source file (counts summed over records)."""
+    path: str
+    lines: dict[int, int] = field(default_factory=dict)          # line -> hits
+    functions: dict[str, int] = field(default_factory=dict)      # name -> first line
+    calls: dict[str, int] = field(default_factory=dict)          # name -> entries
+    branches: dict[tuple[int, str, str], int] = field(default_factory=dict)  # -> taken
+
+
+def _int(text: str, where: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise DriverError(f"{where}: not a number: {text!r}") from None
+
+
+def parse_info(text: str, where: str = "coverage.info") -> dict[str, FileData]:
+    """Read lcov tracefile text; files keyed by their SF path."""
+    files: dict[str, FileData] = {}
+    cur: FileData | None = None
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        at = f"{where}:{n}"
+        key, _, value = line.partition(":")
+        if line == "end_of_record":
+            cur = None
+        elif key == "SF":
+            cur = files.setdefault(value, FileData(value))
+        elif cur is None or not value:
+            continue
+        elif key == "DA":
+            parts = value.split(",")
+            ln, hits = _int(parts[0], at), _int(parts[1], at) if len(parts) > 1 else 0
+            cur.lines[ln] = cur.lines.get(ln, 0) + hits
+        elif key == "FN":
+            ln_text, _, name = value.partition(",")
+            cur.functions.setdefault(name, _int(ln_text, at))
+        elif key == "FNDA":
+            hits_text, _, name = value.partition(",")
+            cur.calls[name] = cur.calls.get(name, 0) + _int(hits_text, at)
+        elif key == "BRDA":
+            parts = value.split(",")
+            if len(parts) != 4:
+                raise DriverError(f"{at}: bad BRDA record {value!r}")
+            k = (_int(parts[0], at), parts[1], parts[2])
+            taken = 0 if parts[3] == "-" else _int(parts[3], at)
+            cur.branches[k] = cur.branches.get(k, 0) + taken
+    return files
+
+
+def find_file(files: dict[str, FileData], path: str) -> FileData | None:
+    """The record of a tree-relative path (SF paths are absolute or ../-relative)."""
+    want = "/" + path.lstrip("/")
+    hits = [f for sf, f in files.items() if ("/" + sf.lstrip("./")).endswith(want)]
+    return hits[0] if len(hits) == 1 else None
+
+
+def function_lines(data: FileData) -> dict[str, range]:
+    """Line span of each function: from its first line to the next function's."""
+    starts = sorted((ln, name) for name, ln in data.functions.items())
+    last = max([*data.lines, *(ln for ln, _ in starts), 0]) + 1
+    spans: dict[str, range] = {}
+    for i, (ln, name) in enumerate(starts):
+        end = starts[i + 1][0] if i + 1 < len(starts) else last
+        spans[name] = range(ln, max(end, ln + 1))
+    return spans
+
+
+@dataclass
+class TargetCoverage:
+    """Coverage of one target."""
+    name: str
+    path: str
+    lines_hit: int = 0
+    lines_total: int = 0
+    branches_hit: int = 0
+    branches_total: int = 0
+    functions_total: int = 0
+    never_entered: list[str] = field(default_factory=list)
+    # listed but without a gcov record: static inlines with no out-of-line copy (their lines
+    # count in the function that precedes them) or functions this kernel does not have
+    missing_functions: list[str] = field(default_factory=list)
+    found: bool = True
+
+    @staticmethod
+    def pct(hit: int, total: int) -> float | None:
+        return round(100.0 * hit / total, 1) if total else None
+
+    def to_json(self) -> dict[str, object]:
+        return {"name": self.name, "path": self.path, "found": self.found,
+                "lines": {"hit": self.lines_hit, "total": self.lines_total,
+                          "percent": self.pct(self.lines_hit, self.lines_total)},
+                "branches": {"hit": self.branches_hit, "total": self.branches_total,
+                             "percent": self.pct(self.branches_hit, self.branches_total)},
+                "functions": {"total": self.functions_total,
+                              "never_entered": self.never_entered},
+                "missing_functions": self.missing_functions}
+
+
+def measure(target: Target, files: dict[str, FileData]) -> TargetCoverage:
+    """Line, branch and function coverage of a target."""
+    out = TargetCoverage(name=target.name, path=target.path)
+    data = find_file(files, target.path)
+    if data is None:
+        out.found = False
+        out.missing_functions = list(target.functions)
+        return out
+    if target.functions:
+        spans = function_lines(data)
+        out.missing_functions = [f for f in target.functions if f not in spans]
+        names = [f for f in target.functions if f in spans]
+        wanted = {ln for f in names for ln in spans[f]}
+    else:
+        names = sorted(data.functions, key=lambda f: data.functions[f])
+        wanted = None
+    lines = {ln: h for ln, h in data.lines.items() if wanted is None or ln in wanted}
+    out.lines_total, out.lines_hit = len(lines), sum(1 for h in lines.values() if h)
+    branches = [t for (ln, _, _), t in data.branches.items() if wanted is None or ln in wanted]
+    out.branches_total, out.branches_hit = len(branches), sum(1 for t in branches if t)
+    out.functions_total = len(names)
+    out.never_entered = [f for f in names if not data.calls.get(f, 0)]
+    return out
+
+
+def _cell(hit: int, total: int) -> str:
+    pct = TargetCoverage.pct(hit, total)
+    return "-" if pct is None else f"{pct:5.1f}% {hit}/{total}"
+
+
+def format_table(results: list[TargetCoverage]) -> str:
+    """One screen: a row per target, then the functions never entered."""
+    width = max([len(r.name) for r in results] + [6])
+    lines = [f"{'target':<{width}}  {'lines':<17}  {'branches':<17}  never entered"]
+    for r in results:
+        if not r.found:
+            lines.append(f"{r.name:<{width}}  not in the coverage data")
+            continue
+        lines.append(f"{r.name:<{width}}  {_cell(r.lines_hit, r.lines_total):<17}  "
+                     f"{_cell(r.branches_hit, r.branches_total):<17}  "
+                     f"{len(r.never_entered)} of {r.functions_total} functions")
+    for r in results:
+        if r.never_entered:
+            shown = ", ".join(r.never_entered[:NEVER_SHOWN])
+            more = len(r.never_entered) - NEVER_SHOWN
+            lines.append(f"  {r.name}: {shown}" + (f" (+{more} more)" if more > 0 else ""))
+        if r.missing_functions and r.found:
+            lines.append(f"  {r.name}: no gcov record (inlined into callers, or not in this "
+                         f"kernel): {', '.join(r.missing_functions)}")
+    return "\n".join(lines) + "\n"
+
+
+def clear_counts(out: Path) -> int:
+    """Remove the .gcda files of earlier boots (gcov adds to them); how many."""
+    n = 0
+    for gcda in out.rglob("*.gcda"):
+        gcda.unlink()
+        n += 1
+    return n
+
+
+def lcov_tools() -> tuple[str, str, str]:
+    """Paths of lcov, genhtml and gcov; DriverError naming what is missing."""
+    found = {t: shutil.which(t) for t in ("lcov", "genhtml", "gcov")}
+    missing = [t for t, p in found.items() if p is None]
+    if missing:
+        raise DriverError(f"{', '.join(missing)} not found (Debian packages lcov and gcc; "
+                          f"run make coverage as root to install them)")
+    return found["lcov"] or "", found["genhtml"] or "", found["gcov"] or ""
+
+
+def capture(out: Path, dest: Path) -> Path:
+    """lcov the .gcda files of CAPTURE_DIRS into dest/coverage.info."""
+    lcov, _, gcov = lcov_tools()
+    dirs = [out / d for d in CAPTURE_DIRS if (out / d).is_dir()]
+    if not any(next(d.rglob("*.gcda"), None) for d in dirs):
+        raise DriverError(f"no .gcda files under {out}: the kernel did not exit normally "
+                          f"(gcov writes them at exit)")
+    info = dest / "coverage.info"
+    args = [lcov, "--quiet", "--capture", "--rc", "lcov_branch_coverage=1",
+            "--gcov-tool", gcov, "--base-directory", str(out), "--output-file", str(info)]
+    for d in dirs:
+        args += ["--directory", str(d)]
+    say(f"lcov: capturing {', '.join(str(d.relative_to(out)) for d in dirs)}")
+    run_cmd(args, cwd=out)
+    return info
+
+
+def html(info: Path, files: dict[str, FileData], dest: Path) -> Path | None:
+    """genhtml of the targets' files into dest/html; None when it fails (reported)."""
+    _, genhtml, _ = lcov_tools()
+    wanted = {data.path for data in (find_file(files, t.path) for t in TARGETS) if data}
+    if not wanted:
+        return None
+    focus = dest / "coverage-targets.info"
+    text = info.read_text(errors="replace")
+    records = [r for r in text.split("end_of_record\n")
+               if any(f"SF:{sf}\n" in r for sf in wanted)]
+    focus.write_text("".join(r + "end_of_record\n" for r in records))
+    outdir = dest / "html"
+    shutil.rmtree(outdir, ignore_errors=True)
+    proc = run_cmd([genhtml, "--quiet", "--branch-coverage", "--output-directory", str(outdir),
+                    str(focus)], check=False)
+    if proc.returncode != 0:
+        say(f"genhtml failed ({proc.stderr.strip().splitlines()[-1:]}); no HTML report")
+        return None
+    return outdir / "index.html"
+
+
+def report(info: Path, dest: Path, run_status: str) -> list[TargetCoverage]:
+    """Measure every target from info; coverage.json and coverage.txt in dest, table printed."""
+    files = parse_info(info.read_text(errors="replace"), str(info))
+    results = [measure(t, files) for t in TARGETS]
+    table = format_table(results)
+    page = html(info, files, dest)
+    write_json(dest / "coverage.json", {
+        "profile": PROFILE, "run_status": run_status,
+        "html": str(page) if page else None,
+        "targets": [r.to_json() for r in results]})
+    (dest / "coverage.txt").write_text(table)
+    print(table, end="")
+    print(f"  json: {dest / 'coverage.json'}")
+    if page:
+        print(f"  html: {page}")
+    return results
+
+
+def run_coverage(repo: Path, build_root: Path, opts: RunOptions) -> int:
+    """Build um-coverage, boot the suite once, and report coverage; the run's exit code."""
+    deps.ensure_deps(PACKAGES)
+    lcov_tools()
+    prof = profiles.load_profile(repo, PROFILE)
+    out = profiles.out_dir(build_root, prof)
+    if out.is_dir():
+        cleared = clear_counts(out)
+        if cleared:
+            say(f"cleared {cleared} .gcda files of an earlier boot")
+    opts.profile = PROFILE
+    result = run_profile(repo, build_root, opts)
+    dest = profiles.results_dir(build_root, PROFILE)
+    info = capture(out, dest)
+    report(info, dest, result.status)
+    if result.status != "pass":
+        say(f"the suite did not pass ({result.status}): coverage is of what ran")
+    return exit_code(result.status)
+

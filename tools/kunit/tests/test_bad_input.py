@@ -1,0 +1,384 @@
+"""Bad input (issue 12): exit status 2 and one 'cgkunit: error:' line, found before any long
+work, and nothing outside the build root touched -- above all never a user's KERNEL_SRC."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from cgkunit import cli, coverage, deps, fetch, pipeline, run
+from cgkunit import profile as pf
+from cgkunit import tree as tr
+from cgkunit.common import DriverError, build_root, find_repo_root
+from conftest import KUNIT_DIR
+from test_tree import KERNEL_FILES, make_kernel, snapshot, write_files
+
+REPO = KUNIT_DIR.parent.parent
+PROFILE = "um-lockdep"
+TREE_COMMANDS = [["prepare"], ["build", "--profile", PROFILE], ["module", "--profile", PROFILE],
+                 ["run", "--profile", PROFILE], ["check"], ["bench"], ["coverage"]]
+
+
+@pytest.fixture(autouse=True)
+def no_long_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fetching, preparing, building, installing or booting fails the test."""
+    def reached(*args: Any, **kw: Any) -> Any:
+        raise AssertionError("long work started before the bad input was found")
+    for mod, name in ((pipeline, "prepare"), (pipeline, "fetch_base"), (cli, "fetch_base"),
+                      (pipeline, "build"), (run, "build"), (pipeline, "prepare_tree"),
+                      (coverage, "run_coverage"), (deps, "ensure_deps")):
+        monkeypatch.setattr(mod, name, reached)
+
+
+def fails(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """Run cli.main(argv); assert exit 2 and one stderr line; the message after the prefix."""
+    try:
+        code = cli.main(argv)
+    except SystemExit as e:  # argparse errors
+        code = e.code  # type: ignore[assignment]
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert code == 2, captured.err
+    assert len(lines) == 1, captured.err
+    assert lines[0].startswith("cgkunit: error: ")
+    assert "Traceback" not in captured.err and captured.out == ""
+    return lines[0][len("cgkunit: error: "):]
+
+
+def listing(root: Path) -> dict[str, bytes | None]:
+    """Every path under root with its content (None for directories)."""
+    return {str(p.relative_to(root)): None if p.is_dir() else p.read_bytes()
+            for p in sorted(root.rglob("*"))}
+
+
+# --- 1. KERNEL_SRC in (or holding) the build root ------------------------------------------
+
+@pytest.mark.parametrize("command", TREE_COMMANDS, ids=lambda c: c[0])
+@pytest.mark.parametrize("how", ["option", "environment"])
+def test_kernel_src_inside_the_build_root_is_refused_untouched(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        command: list[str], how: str) -> None:
+    build = tmp_path / "build"
+    src = make_kernel(build / "trees" / "user-0123456789ab")
+    before = snapshot(src)
+    argv = ["--build-dir", str(build), *command]
+    if how == "option":
+        argv += ["--kernel-src", str(src)]
+    else:
+        monkeypatch.setenv("KERNEL_SRC", str(src))
+    msg = fails(argv, capsys)
+    assert msg.startswith(f"KERNEL_SRC={src}: is inside the build root {build}")
+    assert src.is_dir() and snapshot(src) == before
+
+
+def test_kernel_src_equal_to_or_holding_the_build_root(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = make_kernel(tmp_path / "linux")
+    before = snapshot(src)
+    msg = fails(["--build-dir", str(src), "prepare", "--kernel-src", str(src)], capsys)
+    assert msg.startswith(f"KERNEL_SRC={src}: is the build root {src}")
+    msg = fails(["--build-dir", str(src / "build"), "run", "--profile", PROFILE,
+                 "--kernel-src", str(src)], capsys)
+    assert msg.startswith(f"KERNEL_SRC={src}: contains the build root {src / 'build'}")
+    assert snapshot(src) == before and not (src / "build").exists()
+
+
+def test_kernel_src_through_a_symlink_into_the_build_root(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    build = tmp_path / "build"
+    src = make_kernel(build / "trees" / "debian-1")
+    link = tmp_path / "linux"
+    link.symlink_to(src)
+    before = snapshot(src)
+    assert "is inside the build root" in fails(
+        ["--build-dir", str(build), "prepare", "--kernel-src", str(link)], capsys)
+    assert snapshot(src) == before
+
+
+def fake_repo(root: Path) -> Path:
+    """A project repo with an empty series and the suite, for tree.prepare_tree."""
+    (root / "kernel").mkdir(parents=True)
+    (root / "kernel" / "series").write_text("")
+    write_files(root / "lib" / "kunit-cgroup", {"Kconfig": "config CGROUP_KUNIT_TEST\n",
+                                                "x.c": "int x;\n"})
+    return root
+
+
+def test_prepared_tree_as_kernel_src_is_not_deleted(tmp_path: Path) -> None:
+    """The reported bug: a prepared tree given back as KERNEL_SRC at the base commit was
+    'cloned read-only' into itself, i.e. deleted first."""
+    repo, build = fake_repo(tmp_path / "repo"), tmp_path / "build"
+    prepared = tr.prepare_tree(repo, build, None, str(make_kernel(tmp_path / "linux")))
+    before = snapshot(prepared.path)
+    with pytest.raises(DriverError) as exc:
+        tr.prepare_tree(repo, build, None, str(prepared.path), tr.BASE_TAG)
+    assert str(exc.value).startswith(f"KERNEL_SRC={prepared.path}: is inside the build root")
+    assert prepared.path.is_dir() and snapshot(prepared.path) == before
+
+
+def test_ensure_user_base_never_removes_its_source(tmp_path: Path) -> None:
+    src = make_kernel(tmp_path / "linux")
+    before = snapshot(src)
+    sha = tr.rev(src, "HEAD")
+    assert sha
+    for tree in (src, src / "sub", tmp_path):
+        with pytest.raises(DriverError, match="which cgkunit replaces"):
+            tr.ensure_user_base(tree, src, sha, "user:x")
+    assert snapshot(src) == before
+
+
+# --- 2. --jobs ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value", ["0", "-3"])
+@pytest.mark.parametrize("command", [c for c in TREE_COMMANDS if c[0] not in ("prepare", "check")],
+                         ids=lambda c: c[0])
+def test_non_positive_jobs(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                           command: list[str], value: str) -> None:
+    msg = fails(["--build-dir", str(tmp_path), *command, "--jobs", value], capsys)
+    assert msg == f"argument --jobs: must be at least 1, got {value}"
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- 3. FILTER and CGKUNIT_ACCEL up front ---------------------------------------------------
+
+@pytest.mark.parametrize("command", [["run", "--profile", PROFILE], ["coverage"]],
+                         ids=lambda c: c[0])
+@pytest.mark.parametrize("how", ["option", "environment"])
+def test_bad_filter_before_the_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                     capsys: pytest.CaptureFixture[str], command: list[str],
+                                     how: str) -> None:
+    argv = ["--build-dir", str(tmp_path), *command]
+    if how == "option":
+        argv.append("--filter=-x")
+    else:
+        monkeypatch.setenv("FILTER", "-x")
+    assert fails(argv, capsys) == ("bad --filter (or FILTER) '-x': a KUnit filter glob "
+                                   "cannot start with '-'")
+
+
+@pytest.mark.parametrize("command", [["run", "--profile", PROFILE], ["check"], ["bench"],
+                                     ["coverage"]], ids=lambda c: c[0])
+def test_bad_accel_before_the_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                    capsys: pytest.CaptureFixture[str], command: list[str]) -> None:
+    monkeypatch.setenv("CGKUNIT_ACCEL", "hvf")
+    assert fails(["--build-dir", str(tmp_path), *command], capsys) == \
+        "CGKUNIT_ACCEL must be one of auto, kvm, tcg, got 'hvf'"
+
+
+def test_bad_filter_in_checks_json() -> None:
+    from cgkunit import check
+    with pytest.raises(DriverError, match="^bad checks.json: c: filter '-x'"):
+        check.parse_checks([{"name": "c", "profile": PROFILE, "filter": "-x"}], "checks.json")
+
+
+def test_filter_and_accel_checks_are_shared(tmp_path: Path) -> None:
+    assert run.check_filter("cgroup_*.a*") == "cgroup_*.a*" and run.check_filter("") == ""
+    with pytest.raises(DriverError, match="bad filter '--evil'"):
+        run.exec_command(Path("/t"), pf.Profile(name="p", arch="um", fragment=Path("/p")),
+                         Path("/r"), Path("/b"), [], "--evil")
+    assert pf.accel_mode(None) == "auto" and pf.accel_mode(" KVM ") == "kvm"
+    with pytest.raises(DriverError, match="CGKUNIT_ACCEL must be one of"):
+        pf.choose_accel(tmp_path, tmp_path, env={"CGKUNIT_ACCEL": "xen"})
+
+
+# --- 4. downloads ---------------------------------------------------------------------------
+
+PKG, VER = "linux-source-7.3", "7.3.4-1~bpo13+1"
+DEB = f"{PKG}_{VER}_all.deb"
+
+
+def fake_download(monkeypatch: pytest.MonkeyPatch, content: bytes,
+                  then: Callable[[], None] | None = None) -> list[Path]:
+    """fetch.run_cmd as `apt-get download`: writes content under the .deb's name in cwd,
+    then calls then (to fail or be interrupted); the cwds it was given."""
+    cwds: list[Path] = []
+
+    def run_cmd(args: list[str], *, cwd: Path | None = None, **kw: Any) -> Any:
+        assert cwd is not None and args[0] == "apt-get" and "download" in args
+        cwds.append(cwd)
+        (cwd / DEB).write_bytes(content)
+        if then:
+            then()
+    monkeypatch.setattr(fetch, "run_cmd", run_cmd)
+    return cwds
+
+
+def interrupted() -> None:
+    raise KeyboardInterrupt
+
+
+def failed() -> None:
+    raise DriverError("apt-get download failed: E: connection reset")
+
+
+@pytest.mark.parametrize("then,error", [(interrupted, KeyboardInterrupt), (failed, DriverError)])
+def test_interrupted_download_leaves_no_deb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            then: Callable[[], None], error: type) -> None:
+    cwds = fake_download(monkeypatch, b"half a deb", then)
+    with pytest.raises(error):
+        fetch.download_deb([], tmp_path, PKG, VER, None)
+    assert cwds[0].parent == tmp_path and cwds[0] != tmp_path  # a temporary in the same dir
+    assert fetch.deb_path(tmp_path, PKG, VER) is None and list(tmp_path.iterdir()) == []
+
+
+def test_bad_download_is_not_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_download(monkeypatch, b"not the real thing")
+    with pytest.raises(DriverError, match=re.escape(f"checksum mismatch for {DEB}: ")):
+        fetch.download_deb([], tmp_path, PKG, VER, "0" * 64)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_complete_download_is_renamed_into_place(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import hashlib
+    stale = tmp_path / f"{fetch.DOWNLOAD_PREFIX}old"
+    stale.mkdir()
+    (stale / DEB).write_bytes(b"partial from a killed run")
+    fake_download(monkeypatch, b"the deb")
+    digest = hashlib.sha256(b"the deb").hexdigest()
+    deb, got = fetch.download_deb([], tmp_path, PKG, VER, digest)
+    assert (deb, got) == (tmp_path / DEB, digest) and deb.read_bytes() == b"the deb"
+    assert [p.name for p in tmp_path.iterdir()] == [DEB]
+
+
+# --- 5. build root and ~user paths -------------------------------------------------------------
+
+def deny_writes(monkeypatch: pytest.MonkeyPatch, path: Path) -> None:
+    """Make path unwritable, also for root (who ignores the mode bits)."""
+    path.chmod(0o555)
+    if os.geteuid() == 0:
+        real = os.access
+
+        def access(p: Any, mode: int, **kw: Any) -> bool:
+            if Path(p) == path and mode & os.W_OK:
+                return False
+            return real(p, mode, **kw)
+        monkeypatch.setattr(os, "access", access)
+
+
+def test_build_dir_that_is_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "afile"
+    f.write_text("keep me")
+    assert fails(["--build-dir", str(f), "prepare"], capsys) == f"--build-dir {f}: not a directory"
+    assert fails(["--build-dir", str(f / "sub"), "report", "--profile", PROFILE], capsys) == \
+        f"--build-dir {f / 'sub'}: {f} is not a directory"
+    monkeypatch.setenv("CGKUNIT_BUILD", str(f))
+    assert fails(["run", "--profile", PROFILE], capsys) == f"CGKUNIT_BUILD {f}: not a directory"
+    assert f.read_text() == "keep me" and listing(tmp_path) == {"afile": b"keep me"}
+
+
+def test_unwritable_build_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                              capsys: pytest.CaptureFixture[str]) -> None:
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    deny_writes(monkeypatch, ro)
+    try:
+        assert fails(["--build-dir", str(ro), "prepare"], capsys) == f"--build-dir {ro}: not writable"
+        assert fails(["--build-dir", str(ro / "b"), "fetch"], capsys) == \
+            f"--build-dir {ro / 'b'}: {ro} is not writable"
+        assert list(ro.iterdir()) == []
+    finally:
+        ro.chmod(0o755)
+
+
+@pytest.mark.parametrize("option", ["--build-dir", "--kernel-src"])
+def test_tilde_unknown_user(tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str) -> None:
+    raw = "~cgkunit_no_such_user/x"
+    argv = ["--build-dir", str(tmp_path), "prepare"]
+    argv = [option, raw, "prepare"] if option == "--build-dir" else argv + [option, raw]
+    msg = fails(argv, capsys)
+    what = "--build-dir" if option == "--build-dir" else f"KERNEL_SRC={raw}"
+    assert msg == f"{what}: cannot expand {raw!r} (no such user or no home directory)"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_build_root_function_directly(tmp_path: Path) -> None:
+    assert build_root(tmp_path, str(tmp_path / "new")) == tmp_path / "new"
+    assert not (tmp_path / "new").exists()  # checked, not created
+    with pytest.raises(DriverError, match="^CGKUNIT_BUILD: cannot expand '~nobody_cgkunit/b'"):
+        build_root(tmp_path, env={"CGKUNIT_BUILD": "~nobody_cgkunit/b"})
+
+
+# --- 6. kernel/BASE, kernel/series, profiles that cannot be read ------------------------------
+
+def project(root: Path) -> Path:
+    """A copy of the project's inputs: kernel/BASE, kernel/series (+ patches), one profile."""
+    shutil.copytree(REPO / "kernel", root / "kernel")
+    (root / pf.PROFILES_DIR).mkdir(parents=True)
+    shutil.copy(REPO / pf.PROFILES_DIR / f"{PROFILE}.config", root / pf.PROFILES_DIR)
+    return root
+
+
+def spoil(path: Path, kind: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Make path a directory, unreadable or invalid UTF-8; the reason the error gives."""
+    if kind == "directory":
+        path.unlink()
+        path.mkdir()
+        return "Is a directory"
+    if kind == "utf8":
+        path.write_bytes(b"# \xff\xfe not UTF-8\n")
+        return "not valid UTF-8 (byte 2)"
+    path.chmod(0)
+    if os.geteuid() == 0:  # root reads anything: fail the read as it would fail for a user
+        real = Path.read_text
+
+        def read_text(self: Path, *args: Any, **kw: Any) -> str:
+            if self == path:
+                raise PermissionError(13, "Permission denied", str(self))
+            return real(self, *args, **kw)
+        monkeypatch.setattr(Path, "read_text", read_text)
+    return "Permission denied"
+
+
+@pytest.mark.parametrize("kind", ["directory", "unreadable", "utf8"])
+@pytest.mark.parametrize("target", ["kernel/BASE", "kernel/series", f"{pf.PROFILES_DIR}/{PROFILE}.config"])
+def test_unreadable_inputs_name_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                         capsys: pytest.CaptureFixture[str],
+                                         target: str, kind: str) -> None:
+    repo = project(tmp_path / "repo")
+    monkeypatch.setattr(cli, "find_repo_root", lambda: repo)
+    path = repo / target
+    reason = spoil(path, kind, monkeypatch)
+    build = tmp_path / "build"
+    msg = fails(["--build-dir", str(build), "run", "--profile", PROFILE], capsys)
+    assert msg == f"cannot read {path}: {reason}"
+    assert not build.exists()
+    path.chmod(0o755 if path.is_dir() else 0o644)
+
+
+@pytest.mark.parametrize("kind", ["directory", "unreadable", "utf8"])
+def test_readers_directly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    repo = project(tmp_path / "repo")
+    for path, read in ((repo / "kernel" / "BASE", lambda: fetch.parse_base(repo / "kernel" / "BASE")),
+                       (repo / "kernel" / "series", lambda: tr.series_names(repo)),
+                       (repo / pf.PROFILES_DIR / f"{PROFILE}.config",
+                        lambda: pf.load_profile(repo, PROFILE))):
+        reason = spoil(path, kind, monkeypatch)
+        with pytest.raises(DriverError) as exc:
+            read()
+        assert str(exc.value) == f"cannot read {path}: {reason}"
+    assert find_repo_root(repo / "kernel") == repo  # a bad kernel/BASE still marks the root
+
+
+# --- 7. git missing -------------------------------------------------------------------------
+
+def test_git_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                     capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "linux"
+    write_files(src, KERNEL_FILES)
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    with pytest.raises(DriverError) as exc:
+        tr.git(src, "status")
+    assert str(exc.value) == "command not found: git"
+    assert fails(["--build-dir", str(tmp_path / "build"), "prepare", "--kernel-src", str(src)],
+                 capsys) == "command not found: git"
+    assert fails(["--build-dir", str(tmp_path / "build"), "prepare"], capsys) == \
+        "command not found: git"
+    assert not (tmp_path / "build").exists()
