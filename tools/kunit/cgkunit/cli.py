@@ -62,6 +62,17 @@ def _tree_opts(p: argparse.ArgumentParser) -> None:
                    help="commit of --kernel-src to use (default $KERNEL_REF or HEAD)")
 
 
+def _boot_opts(p: argparse.ArgumentParser) -> None:
+    """Options of a command that builds and boots one profile (run, coverage)."""
+    p.add_argument("--kernel-args", default=os.environ.get("KERNEL_ARGS", ""), metavar='"A=B C=D"',
+                   help="extra kernel command line, e.g. cgroup_kunit.seed=123 (default $KERNEL_ARGS)")
+    p.add_argument("--filter", default=os.environ.get("FILTER", ""), metavar="GLOB",
+                   help="KUnit filter glob, e.g. 'suite.case*' (default $FILTER: the whole suite)")
+    p.add_argument("--no-build", action="store_true", help="boot the kernel built last time")
+    p.add_argument("--jobs", type=_jobs, metavar="N")
+    p.add_argument("--verbose", action="store_true", help="echo the console while it runs")
+
+
 def _isolate_opt(p: argparse.ArgumentParser, extra: str = "") -> None:
     p.add_argument("--isolate", default=os.environ.get("CGKUNIT_ISOLATE") or None,
                    metavar="suite|test|none", help=ISOLATE_HELP + extra)
@@ -88,13 +99,7 @@ def make_parser() -> Parser:
     p = sub.add_parser("run", help="prepare, build, boot, report (exit status below)",
                        epilog=EXIT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--profile", required=True)
-    p.add_argument("--kernel-args", default=os.environ.get("KERNEL_ARGS", ""), metavar='"A=B C=D"',
-                   help="extra kernel command line, e.g. cgroup_kunit.seed=123 (default $KERNEL_ARGS)")
-    p.add_argument("--filter", default=os.environ.get("FILTER", ""), metavar="GLOB",
-                   help="KUnit filter glob, e.g. 'suite.case*' (default $FILTER)")
-    p.add_argument("--no-build", action="store_true", help="boot the kernel built last time")
-    p.add_argument("--jobs", type=_jobs, metavar="N")
-    p.add_argument("--verbose", action="store_true", help="echo the console while it runs")
+    _boot_opts(p)
     _isolate_opt(p)
     _tree_opts(p)
     p = sub.add_parser("bench", help="benchmarks: the base kernel against base + kernel/series",
@@ -123,13 +128,7 @@ def make_parser() -> Parser:
     p = sub.add_parser("coverage", help="the suite on um-coverage (UML gcov): line and branch "
                                         "coverage of the cgroup and ucount files, lcov HTML",
                        epilog=EXIT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--kernel-args", default=os.environ.get("KERNEL_ARGS", ""), metavar='"A=B C=D"',
-                   help="extra kernel command line (default $KERNEL_ARGS)")
-    p.add_argument("--filter", default=os.environ.get("FILTER", ""), metavar="GLOB",
-                   help="KUnit filter glob (default $FILTER: the whole suite)")
-    p.add_argument("--no-build", action="store_true", help="boot the kernel built last time")
-    p.add_argument("--jobs", type=_jobs, metavar="N")
-    p.add_argument("--verbose", action="store_true", help="echo the console while it runs")
+    _boot_opts(p)
     _tree_opts(p)
     p = sub.add_parser("check", help="prove the oracle: runs that must fail as expected")
     p.add_argument("--only", metavar="NAME", help="run just this check")
