@@ -955,11 +955,14 @@ def format_summary(report: Report) -> str:
 
 
 def write_summary(report: Report, results: Path) -> tuple[Path, Path]:
-    """Write summary.json and summary.txt into the results dir."""
+    """Write summary.json (the report and its failure signatures) and summary.txt."""
+    from .signature import signatures  # signature builds on this module
     results.mkdir(parents=True, exist_ok=True)
     js, txt = results / "summary.json", results / "summary.txt"
     report.files["summary"] = str(js)
-    write_json(js, report.to_json())
+    data = report.to_json()
+    data["signatures"] = [s.to_json() for s in signatures(report)]
+    write_json(js, data)
     txt.write_text(format_summary(report))
     return js, txt
 
