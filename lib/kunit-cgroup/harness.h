@@ -154,7 +154,11 @@ bool cgk_wait_for(bool (*cond)(void *arg), void *arg, unsigned int timeout_ms);
  * Victims (victims.c): kthreads that workers move between cgroups. Each is
  * its own thread group; with CGK_VICTIM_FORK it keeps forking children that
  * live a little in its cgroup and exit, with CGK_VICTIM_THREADS it keeps
- * adding threads to its group that do the same.
+ * adding threads to its group that do the same. With CGK_VICTIM_USER the
+ * victims and their children are not kthreads but user_mode_thread()s,
+ * which cgroup.kill and the freezer reach: they handle signals where a
+ * user task would on its way back to user mode (get_signal()), so they
+ * freeze in the freezer's trap and exit on SIGKILL.
  */
 #define CGK_VICTIM_MAX_CHILDREN	2	/* live forked children per victim */
 #define CGK_VICTIM_MAX_THREADS	3	/* live extra threads per victim */
@@ -162,6 +166,7 @@ bool cgk_wait_for(bool (*cond)(void *arg), void *arg, unsigned int timeout_ms);
 enum cgk_victim_flags {
 	CGK_VICTIM_FORK		= BIT(0),
 	CGK_VICTIM_THREADS	= BIT(1),
+	CGK_VICTIM_USER		= BIT(2),
 };
 
 struct cgk_herd;
@@ -175,6 +180,7 @@ struct cgk_herd;
  * @forks: children forked so far; written by the victim only
  * @thread_forks: threads added so far; written by the victim only
  * @child_pid: pid of the last child forked; written by the victim only
+ * @loops: turns of its loop, to see that it runs; written by the victim only
  * @started: completed once the victim runs and can be migrated
  */
 struct cgk_victim {
@@ -185,6 +191,7 @@ struct cgk_victim {
 	unsigned long forks;
 	unsigned long thread_forks;
 	pid_t child_pid;
+	unsigned long loops;
 	struct completion started;
 };
 
@@ -192,12 +199,14 @@ struct cgk_victim {
  * struct cgk_herd - the victims of one case
  * @flags: what every victim does, CGK_VICTIM_*
  * @stop_forking: set first when stopping, so that victims stop forking
+ * @stop: set to make CGK_VICTIM_USER victims exit
  * @nr: number of victims
  * @victims: the victims
  */
 struct cgk_herd {
 	unsigned long flags;
 	bool stop_forking;
+	bool stop;
 	unsigned int nr;
 	struct cgk_victim victims[] __counted_by(nr);
 };
@@ -206,6 +215,9 @@ struct cgk_herd *cgk_herd_alloc(struct kunit *test, unsigned int nr,
 				unsigned long flags);
 struct task_struct *cgk_herd_start(struct cgk_herd *herd, unsigned int i,
 				   const char *name);
+struct task_struct *cgk_herd_restart(struct cgk_herd *herd, unsigned int i,
+				     const char *name);
+bool cgk_victim_dead(struct cgk_victim *v);
 void cgk_herd_stop_forking(struct cgk_herd *herd);
 bool cgk_herd_stop(struct cgk_herd *herd, unsigned int timeout_ms);
 unsigned long cgk_herd_forks(struct cgk_herd *herd);

@@ -10,6 +10,7 @@
 #include <linux/delay.h>
 #include <linux/kthread.h>
 #include <linux/sched.h>
+#include <linux/sched/signal.h>
 #include <linux/sched/task.h>
 
 #include "harness.h"
@@ -69,7 +70,7 @@ static void cgk_victim_fork(struct cgk_victim *v)
 
 	atomic_inc(&v->children);
 	pid = kernel_thread(cgk_child_fn, v, "cgk-child",
-			    CLONE_PARENT | CLONE_FS | CLONE_FILES);
+			    CLONE_PARENT | CLONE_FILES);
 	if (pid < 0) {
 		atomic_dec(&v->children);
 		return;
@@ -103,6 +104,93 @@ static int cgk_victim_fn(void *arg)
 			usleep_range(50, 100);
 	}
 	return 0;
+}
+
+/* ---- CGK_VICTIM_USER: victims that can be frozen and killed ----------- */
+
+#ifdef CGK_USER_VICTIMS
+/*
+ * What a user task does on its way back to user mode: get_signal() puts it
+ * in the freezer's trap until its cgroup thaws, and does not return on
+ * SIGKILL. Every other signal is ignored (inherited from kthreadd), so a
+ * few turns consume whatever is pending.
+ */
+static void cgk_user_signals(void)
+{
+	struct ksignal ksig;
+	int i;
+
+	for (i = 0; i < 4 && signal_pending(current); i++)
+		get_signal(&ksig);
+}
+
+/* A child of a user victim: lives a little, then exits, unless killed. */
+static int cgk_user_child_fn(void *arg)
+{
+	int i;
+
+	for (i = 0; i < 4; i++) {
+		cgk_user_signals();
+		usleep_range_state(20, 100, TASK_INTERRUPTIBLE);
+	}
+	/* Returning would take a user_mode_thread() to user mode. */
+	do_exit(0);
+}
+
+static int cgk_user_victim_fn(void *arg)
+{
+	struct cgk_victim *v = arg;
+	struct cgk_herd *herd = v->herd;
+	pid_t pid;
+
+	/*
+	 * kthreadd ignores every signal, SIGKILL included, and its children
+	 * inherit that: give SIGKILL its default action back, for this task
+	 * and the children it forks.
+	 */
+	kernel_sigaction(SIGKILL, SIG_DFL);
+	v->task = get_task_struct(current);
+	complete(&v->started);
+	while (!READ_ONCE(herd->stop)) {
+		cgk_user_signals();
+		WRITE_ONCE(v->loops, v->loops + 1);
+		if ((herd->flags & CGK_VICTIM_FORK) && !READ_ONCE(herd->stop_forking)) {
+			/* kthreadd, its parent, reaps it: see cgk_victim_fork() */
+			pid = user_mode_thread(cgk_user_child_fn, NULL,
+					       CLONE_PARENT | CLONE_FILES);
+			if (pid > 0) {
+				WRITE_ONCE(v->forks, v->forks + 1);
+				WRITE_ONCE(v->child_pid, pid);
+			}
+		}
+		usleep_range_state(50, 100, TASK_INTERRUPTIBLE);
+	}
+	do_exit(0);
+}
+
+#endif /* CGK_USER_VICTIMS */
+
+/**
+ * cgk_victim_dead - whether a started victim has exited (or was killed)
+ * @v: the victim
+ *
+ * Return: true once the victim's task is a zombie or dead.
+ */
+bool cgk_victim_dead(struct cgk_victim *v)
+{
+	return v->task && READ_ONCE(v->task->exit_state);
+}
+
+static bool cgk_herd_dead(void *arg)
+{
+	struct cgk_herd *herd = arg;
+	unsigned int i;
+
+	for (i = 0; i < herd->nr; i++) {
+		if (herd->victims[i].task && !cgk_victim_dead(&herd->victims[i]))
+			return false;
+	}
+	return true;
 }
 
 /**
@@ -154,7 +242,25 @@ struct task_struct *cgk_herd_start(struct cgk_herd *herd, unsigned int i,
 {
 	struct cgk_victim *v = &herd->victims[i];
 	struct task_struct *task;
+	pid_t pid;
 
+	if (herd->flags & CGK_VICTIM_USER) {
+#ifdef CGK_USER_VICTIMS
+		/*
+		 * Not a kthread, so no name: it shows as the test's thread.
+		 * user_mode_thread() refuses CLONE_FS: it gets the fs_struct
+		 * of userspace's init.
+		 */
+		pid = user_mode_thread(cgk_user_victim_fn, v,
+				       CLONE_PARENT | CLONE_FILES);
+		if (pid < 0)
+			return ERR_PTR(pid);
+		wait_for_completion(&v->started);
+		return v->task;
+#else
+		return ERR_PTR(-EOPNOTSUPP);
+#endif
+	}
 	task = kthread_create(cgk_victim_fn, v, "%s-%u", name, i);
 	if (IS_ERR(task))
 		return task;
@@ -163,6 +269,27 @@ struct task_struct *cgk_herd_start(struct cgk_herd *herd, unsigned int i,
 	wake_up_process(task);
 	wait_for_completion(&v->started);
 	return task;
+}
+
+/**
+ * cgk_herd_restart - start a new victim in the place of a dead one
+ * @herd: a CGK_VICTIM_USER herd
+ * @i: the victim, which cgk_victim_dead() says has exited
+ * @name: as for cgk_herd_start()
+ *
+ * Return: as cgk_herd_start().
+ */
+struct task_struct *cgk_herd_restart(struct cgk_herd *herd, unsigned int i,
+				     const char *name)
+{
+	struct cgk_victim *v = &herd->victims[i];
+
+	if (v->task) {
+		put_task_struct(v->task);
+		v->task = NULL;
+	}
+	reinit_completion(&v->started);
+	return cgk_herd_start(herd, i, name);
 }
 
 /**
@@ -205,6 +332,22 @@ bool cgk_herd_stop(struct cgk_herd *herd, unsigned int timeout_ms)
 	if (!herd)
 		return true;
 	WRITE_ONCE(herd->stop_forking, true);
+	if (herd->flags & CGK_VICTIM_USER) {
+		bool dead;
+
+		WRITE_ONCE(herd->stop, true);
+		for (i = 0; i < herd->nr; i++) {
+			if (herd->victims[i].task)
+				wake_up_process(herd->victims[i].task);
+		}
+		dead = cgk_wait_for(cgk_herd_dead, herd, timeout_ms);
+		for (i = 0; i < herd->nr && dead; i++) {
+			if (herd->victims[i].task)
+				put_task_struct(herd->victims[i].task);
+			herd->victims[i].task = NULL;
+		}
+		return dead;
+	}
 	for (i = 0; i < herd->nr; i++) {
 		struct cgk_victim *v = &herd->victims[i];
 

@@ -1,0 +1,736 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * cgroup_v1: a v1 hierarchy next to the default one, and the attach paths
+ * kernel code takes instead of cgroup.procs.
+ *
+ * What races: each case mounts a named v1 hierarchy with no controllers
+ * (cgroup_mount_for_test(): "mount -t cgroup -o none,name=..."), so every
+ * css_set links a cgroup of each root. Victim kthreads fork short-lived
+ * children while migrator kthreads, all at once:
+ *  - move a victim to a cgroup of either hierarchy by writing its pid to
+ *    that cgroup's cgroup.procs (or, on v1, tasks) file, opened through a
+ *    mount of each hierarchy and kept open, or through the KUnit entry
+ *    point below the write handler (cgroup_procs_write_for_test());
+ *  - attach a victim to every cgroup of another victim with
+ *    cgroup_attach_task_all(), as vhost does for its worker, one root after
+ *    the other;
+ *  - move everything in one v1 cgroup to another with
+ *    cgroup_transfer_tasks(), as cpuset v1 does when a cpuset loses its
+ *    last CPU (v1_attach_paths);
+ *  - mount a new hierarchy, move a victim into a cgroup of it and back,
+ *    remove that cgroup and unmount it, so roots are set up (linking every
+ *    css_set in the system) and destroyed (unlinking them) while the
+ *    others migrate and fork (v1_mount_churn).
+ * The v1 root has notify_on_release set, which its cgroups inherit, so each
+ * one that empties queues its release work.
+ *
+ * Invariants, checked right after each operation and after the workers
+ * stopped:
+ *  - a move leaves the victim in its destination on that hierarchy and
+ *    where it was on the other;
+ *  - after cgroup_attach_task_all(@from, @tsk), @tsk is in @from's cgroup
+ *    on both hierarchies;
+ *  - after cgroup_transfer_tasks(@to, @from), every victim that was in
+ *    @from is in @to, no live task is left in @from (children forked
+ *    meanwhile included: the function promises that none slips out through
+ *    fork), and the victims' default cgroups did not change; the css_set
+ *    accounting is consistent (cgroup_check_css_sets_for_test());
+ *  - css task iterators find exactly the victims the bookkeeping puts in
+ *    each cgroup of both hierarchies;
+ *  - after teardown every hierarchy the case mounted is gone (its id no
+ *    longer resolves) and the css_sets and default-root cgroups are back
+ *    to their baseline.
+ * The oracle (harness.c) fails a case on any lockdep, KCSAN, KASAN,
+ * refcount_t or WARNING report.
+ */
+
+#include <linux/cgroup.h>
+#include <linux/delay.h>
+#include <linux/file.h>
+#include <linux/fs.h>
+#include <linux/mount.h>
+#include <linux/namei.h>
+#include <linux/mutex.h>
+#include <linux/rwsem.h>
+#include <linux/sched/signal.h>
+
+#include "harness.h"
+
+#define V1_NR_DFL		3	/* top, x0 and x1 in it */
+#define V1_NR_V1		5	/* the root, p0..p2, q0 in p0 */
+#define V1_MAX_CHURN		64	/* churned hierarchies checked at the end */
+/* Exiting tasks and removed cgroups are freed after RCU: wait for them. */
+#define V1_SETTLE_TIMEOUT_MS	10000
+
+enum v1_flags {
+	V1_TRANSFER	= BIT(0),	/* some steps are cgroup_transfer_tasks() */
+	V1_CHURN	= BIT(1),	/* worker 0 mounts and unmounts hierarchies */
+};
+
+static const char * const v1_dfl_name[V1_NR_DFL] = { "top", "x0", "x1" };
+static const int v1_parent[V1_NR_V1] = { -1, 0, 0, 0, 1 };
+static const char * const v1_name[V1_NR_V1] = { "root", "p0", "p1", "p2", "q0" };
+
+struct v1_victim {
+	struct cgk_victim *cv;
+	struct mutex lock;		/* held by the worker moving it */
+	int dfl;			/* bookkeeping: where it is on each */
+	int v1;
+};
+
+/* How a move gets to cgroup_attach_task(). */
+enum v1_via {
+	V1_VIA_KUNIT,			/* cgroup_procs_write_for_test() */
+	V1_VIA_PROCS,			/* a write to cgroup.procs */
+	V1_VIA_TASKS,			/* a write to tasks (v1 only) */
+	V1_NR_VIA
+};
+
+struct v1_case {
+	struct kunit *test;
+	unsigned long flags;
+	struct cgroup *dfl[V1_NR_DFL];
+	struct cgroup *v1[V1_NR_V1];	/* v1[0] is pinned by the mount */
+	struct vfsmount *mnt, *dfl_mnt;
+	/* The files moves write to, open for the whole case. */
+	struct file *dfl_procs[V1_NR_DFL];
+	struct file *v1_file[V1_NR_V1][V1_NR_VIA];
+	int hierarchy_id;
+	/* Moves take it for reading, a transfer (which moves many) to write. */
+	struct rw_semaphore xfer;
+	struct cgk_herd *herd;
+	struct v1_victim *victims;
+	unsigned int nr_victims;
+	atomic_long_t moves, file_writes, attach_alls, transfers, transferred, churns;
+	int churn_ids[V1_MAX_CHURN];
+	unsigned int nr_churn_ids, churn_gen;
+	unsigned int base_css_sets;
+	int base_nr_cgrps;
+};
+
+static struct cgroup *v1_dfl_of(struct task_struct *task)
+{
+	struct cgroup *cgrp;
+
+	rcu_read_lock();
+	cgrp = task_dfl_cgroup(task);
+	rcu_read_unlock();
+	return cgrp;
+}
+
+/* @task's cgroup on hierarchy @id, or NULL. Only compared, not used. */
+static struct cgroup *v1_cgroup_of(struct task_struct *task, int id)
+{
+	struct cgroup *cgrp = task_get_cgroup1(task, id);
+
+	if (IS_ERR(cgrp))
+		return NULL;
+	cgroup_put(cgrp);
+	return cgrp;
+}
+
+/* Whether @v is where the bookkeeping says, on both hierarchies. */
+static bool v1_check_victim(struct cgk_worker *w, struct v1_victim *v,
+			    const char *after)
+{
+	struct v1_case *c = w->gang->data;
+	struct task_struct *task = v->cv->task;
+
+	if (v1_dfl_of(task) != c->dfl[v->dfl]) {
+		cgk_fail(w, "after %s: victim not in %s on the default hierarchy",
+			 after, v1_dfl_name[v->dfl]);
+		return false;
+	}
+	if (v1_cgroup_of(task, c->hierarchy_id) != c->v1[v->v1]) {
+		cgk_fail(w, "after %s: victim not in %s on the v1 hierarchy",
+			 after, v1_name[v->v1]);
+		return false;
+	}
+	return true;
+}
+
+/* Tasks in @cgrp itself that are not exiting. */
+static unsigned int v1_live_tasks(struct cgroup *cgrp)
+{
+	struct css_task_iter it;
+	struct task_struct *task;
+	unsigned int n = 0;
+
+	css_task_iter_start(&cgrp->self, 0, &it);
+	while ((task = css_task_iter_next(&it)))
+		n += !(READ_ONCE(task->flags) & PF_EXITING);
+	css_task_iter_end(&it);
+	return n;
+}
+
+/* ---- the operations ----------------------------------------------------- */
+
+/* Write @task's pid to @file, as a shell's echo would. */
+static int v1_write_pid(struct file *file, struct task_struct *task, bool tgid)
+{
+	char buf[16];
+	loff_t pos = 0;
+	ssize_t ret;
+	int len;
+
+	len = snprintf(buf, sizeof(buf), "%d\n",
+		       tgid ? task_tgid_vnr(task) : task_pid_vnr(task));
+	ret = kernel_write(file, buf, len, &pos);
+	if (ret < 0)
+		return ret;
+	return ret == len ? 0 : -EIO;
+}
+
+static void v1_move_step(struct cgk_worker *w)
+{
+	struct v1_case *c = w->gang->data;
+	struct v1_victim *v = &c->victims[cgk_rand(w, c->nr_victims)];
+	bool on_v1 = cgk_rand(w, 2);
+	int dst = cgk_rand(w, on_v1 ? V1_NR_V1 : V1_NR_DFL);
+	enum v1_via via = cgk_rand(w, on_v1 ? V1_NR_VIA : V1_VIA_TASKS);
+	struct task_struct *task = v->cv->task;
+	int ret;
+
+	if (!mutex_trylock(&v->lock))
+		return;
+	if (via == V1_VIA_KUNIT)
+		ret = cgroup_procs_write_for_test(on_v1 ? c->v1[dst] : c->dfl[dst], task);
+	else if (on_v1)
+		ret = v1_write_pid(c->v1_file[dst][via], task, via == V1_VIA_PROCS);
+	else
+		ret = v1_write_pid(c->dfl_procs[dst], task, true);
+	if (ret) {
+		cgk_fail(w, "moving a victim to %s%s: %d", on_v1 ? "v1 " : "",
+			 on_v1 ? v1_name[dst] : v1_dfl_name[dst], ret);
+	} else {
+		if (via != V1_VIA_KUNIT)
+			atomic_long_inc(&c->file_writes);
+		if (on_v1)
+			v->v1 = dst;
+		else
+			v->dfl = dst;
+		v1_check_victim(w, v, "a move");
+		atomic_long_inc(&c->moves);
+	}
+	mutex_unlock(&v->lock);
+}
+
+static void v1_attach_all_step(struct cgk_worker *w)
+{
+	struct v1_case *c = w->gang->data;
+	unsigned int i = cgk_rand(w, c->nr_victims);
+	unsigned int j = (i + 1 + cgk_rand(w, c->nr_victims - 1)) % c->nr_victims;
+	struct v1_victim *tsk = &c->victims[i], *from = &c->victims[j];
+	int ret;
+
+	if (!mutex_trylock(&tsk->lock))
+		return;
+	if (!mutex_trylock(&from->lock))
+		goto out;
+	ret = cgroup_attach_task_all(from->cv->task, tsk->cv->task);
+	if (ret) {
+		cgk_fail(w, "cgroup_attach_task_all(): %d", ret);
+	} else {
+		tsk->dfl = from->dfl;
+		tsk->v1 = from->v1;
+		v1_check_victim(w, tsk, "cgroup_attach_task_all()");
+		atomic_long_inc(&c->attach_alls);
+	}
+	mutex_unlock(&from->lock);
+out:
+	mutex_unlock(&tsk->lock);
+}
+
+/* Move everything in one v1 cgroup to another; never out of the root. */
+static void v1_transfer_step(struct cgk_worker *w)
+{
+	struct v1_case *c = w->gang->data;
+	int from = 1 + cgk_rand(w, V1_NR_V1 - 1);
+	int to = cgk_rand(w, V1_NR_V1 - 1);
+	struct css_set_check_for_test res;
+	unsigned int i, moved = 0, left;
+	char buf[CGK_FAILURE_LEN];
+	int ret;
+
+	if (to >= from)
+		to++;
+	down_write(&c->xfer);
+	ret = cgroup_transfer_tasks(c->v1[to], c->v1[from]);
+	if (ret) {
+		cgk_fail(w, "cgroup_transfer_tasks(%s, %s): %d",
+			 v1_name[to], v1_name[from], ret);
+		goto out;
+	}
+	left = v1_live_tasks(c->v1[from]);
+	if (left) {
+		cgk_fail(w, "%u live tasks left in %s after moving all to %s",
+			 left, v1_name[from], v1_name[to]);
+		goto out;
+	}
+	for (i = 0; i < c->nr_victims; i++) {
+		struct v1_victim *v = &c->victims[i];
+
+		if (v->v1 == from) {
+			v->v1 = to;
+			moved++;
+		}
+		if (!v1_check_victim(w, v, "cgroup_transfer_tasks()"))
+			goto out;
+	}
+	if (cgroup_check_css_sets_for_test(&res, buf, sizeof(buf)))
+		cgk_fail(w, "after cgroup_transfer_tasks(): %s", buf);
+	atomic_long_inc(&c->transfers);
+	atomic_long_add(moved, &c->transferred);
+out:
+	up_write(&c->xfer);
+}
+
+static bool v1_no_children(void *arg)
+{
+	struct cgroup *cgrp = arg;
+
+	return list_empty(&cgrp->self.children);
+}
+
+/*
+ * Removed children linger on their parent's list until they are released,
+ * and an unmount only destroys a hierarchy whose root has none: wait.
+ */
+static bool v1_unmount(struct vfsmount *mnt, struct cgroup *root)
+{
+	bool empty = cgk_wait_for(v1_no_children, root, V1_SETTLE_TIMEOUT_MS);
+
+	kern_unmount(mnt);
+	return empty;
+}
+
+struct v1_rmdir {
+	struct cgroup *cgrp;
+	int ret;
+};
+
+static bool v1_rmdir_done(void *arg)
+{
+	struct v1_rmdir *r = arg;
+
+	r->ret = cgroup_destroy_for_test(r->cgrp);
+	return r->ret != -EBUSY;
+}
+
+/* Remove @cgrp once the children born in it have exited, and drop it. */
+static int v1_rmdir(struct cgroup *cgrp)
+{
+	struct v1_rmdir r = { .cgrp = cgrp };
+
+	cgk_wait_for(v1_rmdir_done, &r, V1_SETTLE_TIMEOUT_MS);
+	if (!r.ret)
+		cgroup_put(cgrp);
+	return r.ret;
+}
+
+/* Worker 0 of v1_mount_churn: a hierarchy that lives for one step. */
+static void v1_churn_step(struct cgk_worker *w)
+{
+	struct v1_case *c = w->gang->data;
+	struct v1_victim *v = &c->victims[cgk_rand(w, c->nr_victims)];
+	struct cgroup *root, *leaf;
+	struct vfsmount *mnt;
+	char name[40];
+	int ret;
+
+	snprintf(name, sizeof(name), "cgk-churn-%d-%u", c->test->param_index,
+		 ++c->churn_gen);
+	mnt = cgroup_mount_for_test(name, &root);
+	if (IS_ERR(mnt)) {
+		cgk_fail(w, "mounting %s: %pe", name, mnt);
+		return;
+	}
+	if (c->nr_churn_ids < V1_MAX_CHURN)
+		c->churn_ids[c->nr_churn_ids++] = root->root->hierarchy_id;
+
+	leaf = cgroup_create_for_test(root, "leaf");
+	if (IS_ERR(leaf)) {
+		cgk_fail(w, "creating a cgroup in %s: %pe", name, leaf);
+		goto unmount;
+	}
+	/*
+	 * Holding its lock keeps cgroup_attach_task_all() from following it,
+	 * and the transfers from changing its bookkeeping meanwhile.
+	 */
+	down_read(&c->xfer);
+	mutex_lock(&v->lock);
+	ret = cgroup_procs_write_for_test(leaf, v->cv->task);
+	if (ret) {
+		cgk_fail(w, "moving a victim into %s: %d", name, ret);
+	} else {
+		if (v1_cgroup_of(v->cv->task, root->root->hierarchy_id) != leaf)
+			cgk_fail(w, "victim not in the cgroup of %s it was moved to", name);
+		v1_check_victim(w, v, "a move on a third hierarchy");
+		ret = cgroup_procs_write_for_test(root, v->cv->task);
+		if (ret)
+			cgk_fail(w, "moving a victim out of %s: %d", name, ret);
+	}
+	mutex_unlock(&v->lock);
+	up_read(&c->xfer);
+	ret = v1_rmdir(leaf);
+	if (ret)
+		cgk_fail(w, "removing the cgroup of %s: %d", name, ret);
+unmount:
+	if (!v1_unmount(mnt, root))
+		cgk_fail(w, "%s: removed cgroups not released after %d ms",
+			 name, V1_SETTLE_TIMEOUT_MS);
+	atomic_long_inc(&c->churns);
+}
+
+static void v1_step(struct cgk_worker *w)
+{
+	struct v1_case *c = w->gang->data;
+	unsigned int op = cgk_rand(w, 8);
+
+	if ((c->flags & V1_CHURN) && w->index == 0) {
+		v1_churn_step(w);
+		return;
+	}
+	if ((c->flags & V1_TRANSFER) && !op) {
+		v1_transfer_step(w);
+		return;
+	}
+	down_read(&c->xfer);
+	if (op < 3)
+		v1_attach_all_step(w);
+	else
+		v1_move_step(w);
+	up_read(&c->xfer);
+}
+
+static const struct cgk_gang_ops v1_gang_ops = {
+	.step = v1_step,
+};
+
+/* ---- fixture ------------------------------------------------------------ */
+
+static bool v1_removed(void *arg)
+{
+	struct v1_case *c = arg;
+	int i, busy = 0;
+
+	for (i = V1_NR_V1 - 1; i > 0; i--) {
+		if (!c->v1[i])
+			continue;
+		if (cgroup_destroy_for_test(c->v1[i]) == -EBUSY) {
+			busy++;
+			continue;
+		}
+		cgroup_put(c->v1[i]);
+		c->v1[i] = NULL;
+	}
+	for (i = V1_NR_DFL - 1; i >= 0; i--) {
+		if (!c->dfl[i])
+			continue;
+		if (cgroup_destroy_for_test(c->dfl[i]) == -EBUSY) {
+			busy++;
+			continue;
+		}
+		cgroup_put(c->dfl[i]);
+		c->dfl[i] = NULL;
+	}
+	return !busy;
+}
+
+static void v1_close_files(struct v1_case *c)
+{
+	int i, via;
+
+	for (i = 0; i < V1_NR_DFL; i++) {
+		if (c->dfl_procs[i])
+			fput(c->dfl_procs[i]);
+		c->dfl_procs[i] = NULL;
+	}
+	for (i = 0; i < V1_NR_V1; i++) {
+		for (via = 0; via < V1_NR_VIA; via++) {
+			if (c->v1_file[i][via])
+				fput(c->v1_file[i][via]);
+			c->v1_file[i][via] = NULL;
+		}
+	}
+	/* A kthread's last fput() is deferred: the mounts stay until then. */
+	flush_delayed_fput();
+	if (c->dfl_mnt)
+		kern_unmount(c->dfl_mnt);
+	c->dfl_mnt = NULL;
+}
+
+/* Cleanup action: stop everything, remove both hierarchies. */
+static void v1_teardown(void *arg)
+{
+	struct v1_case *c = arg;
+
+	v1_close_files(c);
+	cgk_herd_stop(c->herd, V1_SETTLE_TIMEOUT_MS);
+	if (!cgk_wait_for(v1_removed, c, V1_SETTLE_TIMEOUT_MS))
+		KUNIT_FAIL(c->test, "test cgroups still busy %d ms after the victims exited",
+			   V1_SETTLE_TIMEOUT_MS);
+	else if (c->mnt && !v1_unmount(c->mnt, c->v1[0]))
+		KUNIT_FAIL(c->test, "removed v1 cgroups not released after %d ms",
+			   V1_SETTLE_TIMEOUT_MS);
+	c->mnt = NULL;
+}
+
+/* The path of v1 cgroup @i from the root of its mount, with a trailing '/'. */
+static int v1_path(char *buf, size_t size, int i)
+{
+	if (i <= 0) {
+		buf[0] = '\0';
+		return 0;
+	}
+	if (v1_parent[i] > 0)
+		return scnprintf(buf, size, "%s/%s/", v1_name[v1_parent[i]], v1_name[i]);
+	return scnprintf(buf, size, "%s/", v1_name[i]);
+}
+
+/* Open a cgroup file for writing through @mnt; fails @test if it cannot. */
+static struct file *v1_open(struct kunit *test, struct vfsmount *mnt, const char *path)
+{
+	struct path p;
+	struct file *file;
+	int ret;
+
+	ret = vfs_path_lookup(mnt->mnt_root, mnt, path, 0, &p);
+	KUNIT_ASSERT_EQ_MSG(test, ret, 0, "looking up %s", path);
+	file = dentry_open(&p, O_WRONLY, current_cred());
+	path_put(&p);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL_MSG(test, file, "opening %s", path);
+	return file;
+}
+
+static struct v1_case *v1_setup(struct kunit *test, unsigned long flags,
+				unsigned int nr_victims)
+{
+	struct cgroup *dfl_root = NULL;
+	struct vfsmount *mnt;
+	struct v1_case *c;
+	char name[40], path[96];
+	unsigned int i;
+
+	c = kunit_kzalloc(test, sizeof(*c), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, c);
+	c->test = test;
+	c->flags = flags;
+	init_rwsem(&c->xfer);
+	c->victims = kunit_kcalloc(test, nr_victims, sizeof(*c->victims), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, c->victims);
+	c->herd = cgk_herd_alloc(test, nr_victims, CGK_VICTIM_FORK);
+	KUNIT_ASSERT_NOT_NULL(test, c->herd);
+
+	c->base_css_sets = cgroup_nr_css_sets_for_test();
+	c->base_nr_cgrps = atomic_read(&cgrp_dfl_root.nr_cgrps);
+	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, v1_teardown, c));
+
+	/* Unique names: a failed case may leave its hierarchies behind. */
+	snprintf(name, sizeof(name), "cgk-v1-%s-%d", test->name, test->param_index);
+	mnt = cgroup_mount_for_test(name, &c->v1[0]);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL_MSG(test, mnt, "mounting %s", name);
+	c->mnt = mnt;
+	c->hierarchy_id = c->v1[0]->root->hierarchy_id;
+	/* What writing 1 to its notify_on_release does; children inherit it. */
+	set_bit(CGRP_NOTIFY_ON_RELEASE, &c->v1[0]->flags);
+	for (i = 1; i < V1_NR_V1; i++) {
+		c->v1[i] = cgroup_create_for_test(c->v1[v1_parent[i]], v1_name[i]);
+		KUNIT_ASSERT_NOT_ERR_OR_NULL_MSG(test, c->v1[i], "creating %s", v1_name[i]);
+	}
+	for (i = 0; i < V1_NR_DFL; i++) {
+		c->dfl[i] = cgroup_create_for_test(i ? c->dfl[0] : &cgrp_dfl_root.cgrp,
+						   i ? v1_dfl_name[i] : name);
+		KUNIT_ASSERT_NOT_ERR_OR_NULL_MSG(test, c->dfl[i], "creating %s",
+						 v1_dfl_name[i]);
+	}
+
+	mnt = cgroup_mount_for_test(NULL, &dfl_root);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL_MSG(test, mnt, "mounting the default hierarchy");
+	c->dfl_mnt = mnt;
+	KUNIT_ASSERT_PTR_EQ(test, dfl_root, &cgrp_dfl_root.cgrp);
+	for (i = 0; i < V1_NR_DFL; i++) {
+		snprintf(path, sizeof(path), "%s/%s%scgroup.procs", name,
+			 i ? v1_dfl_name[i] : "", i ? "/" : "");
+		c->dfl_procs[i] = v1_open(test, c->dfl_mnt, path);
+	}
+	for (i = 0; i < V1_NR_V1; i++) {
+		int len = v1_path(path, sizeof(path), i);
+
+		strscpy(path + len, "cgroup.procs", sizeof(path) - len);
+		c->v1_file[i][V1_VIA_PROCS] = v1_open(test, c->mnt, path);
+		strscpy(path + len, "tasks", sizeof(path) - len);
+		c->v1_file[i][V1_VIA_TASKS] = v1_open(test, c->mnt, path);
+	}
+
+	c->nr_victims = nr_victims;
+	for (i = 0; i < nr_victims; i++) {
+		struct v1_victim *v = &c->victims[i];
+		struct task_struct *task;
+
+		v->cv = &c->herd->victims[i];
+		mutex_init(&v->lock);
+		task = cgk_herd_start(c->herd, i, "cgk-v1");
+		KUNIT_ASSERT_NOT_ERR_OR_NULL(test, task);
+		KUNIT_ASSERT_EQ(test, 0, cgroup_procs_write_for_test(c->dfl[0], task));
+		KUNIT_ASSERT_EQ(test, 0, cgroup_procs_write_for_test(c->v1[1], task));
+		v->v1 = 1;
+	}
+	return c;
+}
+
+/* ---- checks ------------------------------------------------------------- */
+
+static unsigned int v1_victims_in(struct v1_case *c, struct cgroup *cgrp)
+{
+	struct css_task_iter it;
+	struct task_struct *task;
+	unsigned int i, n = 0;
+
+	css_task_iter_start(&cgrp->self, 0, &it);
+	while ((task = css_task_iter_next(&it))) {
+		for (i = 0; i < c->nr_victims; i++)
+			n += c->victims[i].cv->task == task;
+	}
+	css_task_iter_end(&it);
+	return n;
+}
+
+static void v1_check_membership(struct v1_case *c)
+{
+	struct kunit *test = c->test;
+	unsigned int i, expected;
+	int cg;
+
+	for (i = 0; i < c->nr_victims; i++) {
+		struct task_struct *task = c->victims[i].cv->task;
+
+		KUNIT_EXPECT_PTR_EQ_MSG(test, v1_dfl_of(task), c->dfl[c->victims[i].dfl],
+					"victim %u is not in %s", i,
+					v1_dfl_name[c->victims[i].dfl]);
+		KUNIT_EXPECT_PTR_EQ_MSG(test, v1_cgroup_of(task, c->hierarchy_id),
+					c->v1[c->victims[i].v1],
+					"victim %u is not in v1 %s", i,
+					v1_name[c->victims[i].v1]);
+	}
+	for (cg = 0; cg < V1_NR_DFL; cg++) {
+		for (expected = 0, i = 0; i < c->nr_victims; i++)
+			expected += c->victims[i].dfl == cg;
+		KUNIT_EXPECT_EQ_MSG(test, v1_victims_in(c, c->dfl[cg]), expected,
+				    "%s: task iterator and bookkeeping disagree",
+				    v1_dfl_name[cg]);
+	}
+	for (cg = 0; cg < V1_NR_V1; cg++) {
+		for (expected = 0, i = 0; i < c->nr_victims; i++)
+			expected += c->victims[i].v1 == cg;
+		KUNIT_EXPECT_EQ_MSG(test, v1_victims_in(c, c->v1[cg]), expected,
+				    "v1 %s: task iterator and bookkeeping disagree",
+				    v1_name[cg]);
+	}
+}
+
+/* How many of the hierarchies the case mounted are still there. */
+static unsigned int v1_nr_left(struct v1_case *c)
+{
+	unsigned int i, n = !!v1_cgroup_of(current, c->hierarchy_id);
+
+	for (i = 0; i < c->nr_churn_ids; i++)
+		n += !!v1_cgroup_of(current, c->churn_ids[i]);
+	return n;
+}
+
+static bool v1_all_gone(void *arg)
+{
+	return !v1_nr_left(arg);
+}
+
+static bool v1_settled(void *arg)
+{
+	struct v1_case *c = arg;
+
+	return cgroup_nr_css_sets_for_test() == c->base_css_sets &&
+	       atomic_read(&cgrp_dfl_root.nr_cgrps) == c->base_nr_cgrps;
+}
+
+/* ---- the cases ---------------------------------------------------------- */
+
+static void v1_run(struct kunit *test, unsigned long flags)
+{
+	unsigned int nr = cgk_param_threads(test);
+	struct css_set_check_for_test res;
+	char buf[CGK_FAILURE_LEN];
+	struct cgk_gang *gang;
+	struct v1_case *c;
+
+	c = v1_setup(test, flags, max(nr, 2U));
+	gang = cgk_gang_create(test, nr, &v1_gang_ops, c);
+	KUNIT_ASSERT_NOT_NULL(test, gang);
+	cgk_gang_run(gang);
+	cgk_gang_report(gang);
+
+	kunit_info(test, "%ld moves (%ld through files), %ld cgroup_attach_task_all(), %ld transfers (%ld victims), %ld hierarchies mounted and destroyed, %lu forks\n",
+		   atomic_long_read(&c->moves), atomic_long_read(&c->file_writes),
+		   atomic_long_read(&c->attach_alls),
+		   atomic_long_read(&c->transfers), atomic_long_read(&c->transferred),
+		   atomic_long_read(&c->churns), cgk_herd_forks(c->herd));
+	KUNIT_EXPECT_GT_MSG(test, atomic_long_read(&c->moves), 0L, "no move succeeded");
+	KUNIT_EXPECT_GT_MSG(test, atomic_long_read(&c->file_writes), 0L,
+			    "no move through a cgroup file succeeded");
+	KUNIT_EXPECT_GT_MSG(test, atomic_long_read(&c->attach_alls), 0L,
+			    "no cgroup_attach_task_all() succeeded");
+	KUNIT_EXPECT_GT_MSG(test, cgk_herd_forks(c->herd), 0UL, "the victims never forked");
+	if (flags & V1_TRANSFER)
+		KUNIT_EXPECT_GT_MSG(test, atomic_long_read(&c->transfers), 0L,
+				    "no cgroup_transfer_tasks() succeeded");
+	if (flags & V1_CHURN)
+		KUNIT_EXPECT_GT_MSG(test, atomic_long_read(&c->churns), 0L,
+				    "no hierarchy was mounted and destroyed");
+
+	v1_check_membership(c);
+	KUNIT_EXPECT_EQ_MSG(test, cgroup_check_css_sets_for_test(&res, buf, sizeof(buf)), 0,
+			    "css_set accounting: %s", buf);
+
+	kunit_release_action(test, v1_teardown, c);
+	if (!cgk_wait_for(v1_all_gone, c, V1_SETTLE_TIMEOUT_MS))
+		KUNIT_FAIL(test,
+			   "%u of the %u hierarchies mounted are still there %d ms after their unmount",
+			   v1_nr_left(c), c->nr_churn_ids + 1, V1_SETTLE_TIMEOUT_MS);
+	if (!cgk_wait_for(v1_settled, c, V1_SETTLE_TIMEOUT_MS))
+		KUNIT_FAIL(test,
+			   "css_sets %u (baseline %u), cgroups %d (baseline %d) %d ms after teardown",
+			   cgroup_nr_css_sets_for_test(), c->base_css_sets,
+			   atomic_read(&cgrp_dfl_root.nr_cgrps), c->base_nr_cgrps,
+			   V1_SETTLE_TIMEOUT_MS);
+}
+
+/* Moves on both hierarchies, attach-to-all and transfers, racing fork. */
+static void v1_attach_paths(struct kunit *test)
+{
+	v1_run(test, V1_TRANSFER);
+}
+
+/* The same with hierarchies mounted and destroyed all along. */
+static void v1_mount_churn(struct kunit *test)
+{
+	v1_run(test, V1_TRANSFER | V1_CHURN);
+}
+
+#define V1_CASE(fn) \
+	KUNIT_CASE_PARAM_ATTR(fn, cgk_threads_gen, { .speed = KUNIT_SPEED_SLOW })
+
+static struct kunit_case cgroup_v1_cases[] = {
+	V1_CASE(v1_attach_paths),
+	V1_CASE(v1_mount_churn),
+	{}
+};
+
+static struct kunit_suite cgroup_v1_suite = {
+	.name = "cgroup_v1",
+	.suite_init = cgk_suite_init,
+	.suite_exit = cgk_suite_exit,
+	.init = cgk_case_init,
+	.exit = cgk_case_exit,
+	.test_cases = cgroup_v1_cases,
+};
+
+kunit_test_suite(cgroup_v1_suite);
