@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping, Sequence
 from . import pipeline, plot
 from . import profile as profiles
 from .common import DriverError, read_json, say, write_json
-from .report import Report, exit_code, format_summary
+from .report import Report, exit_code, format_summary, raise_refused
 from .run import build
 from .tree import PreparedTree, ensure_base_worktree, kernel_commit, series_names
 
@@ -877,7 +877,7 @@ def finish(build_root: Path, reports: Mapping[str, Sequence[Report]], machine: M
     """Aggregate, print the table, write bench.json/.txt and the plots; the exit status."""
     for variant, boots in reports.items():
         for r, report in enumerate(boots):
-            if report.status != "pass":
+            if report.status != "pass" or report.bad_parameters:
                 print(f"-- {variant} boot" + (f" (round {r + 1})" if len(boots) > 1 else "") + ":")
                 print(format_summary(report), end="")
     agg = aggregate({v: round_metrics(b, reps) for v, b in reports.items()}, machine, only,
@@ -891,7 +891,9 @@ def finish(build_root: Path, reports: Mapping[str, Sequence[Report]], machine: M
     pngs = write_plots(plots(agg), dest)
     say(f"results: {dest / 'bench.json'}, {dest / 'bench.txt'}"
         + "".join(f", {p.name}" for p in pngs))
-    return max(exit_code(r.status) for boots in reports.values() for r in boots)
+    every = [r for boots in reports.values() for r in boots]
+    raise_refused(every, "bench kernel args (--seed, --reps, --duration-ms)")
+    return max(exit_code(r.status) for r in every)
 
 
 def round_dir(build_root: Path, prof: profiles.Profile, variant: str, r: int) -> Path:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .common import DriverError, say
+from .params import check_kernel_args
 from .profile import isolate_mode
 from .report import Report, TestResult
 from .run import check_filter
@@ -124,7 +125,10 @@ def load_checks(repo: Path) -> list[Check]:
         raise DriverError(f"cannot read {path}: {e.strerror}") from None
     except ValueError as e:
         raise DriverError(f"{path}: invalid JSON: {e}") from None
-    return parse_checks(data, str(path))
+    checks = parse_checks(data, str(path))
+    for c in checks:  # names only: a check may pass bad values on purpose (bad-parameters)
+        check_kernel_args(c.kernel_args, repo, f"{path}: {c.name}: kernel_args")
+    return checks
 
 
 def _lineage(t: TestResult) -> list[str]:
@@ -175,6 +179,9 @@ def evaluate(check: Check, report: Report) -> Outcome:
         console = _console_text(report)
         problems += [f"console never printed {want!r}" for want in check.expect_console
                      if want not in console]
+    # a refused parameter is bad input to a run, and to a check unless it expects the refusal
+    problems += [f"the suite refused {p.describe()}" for p in report.bad_parameters
+                 if not any(want in p.text for want in check.expect_console)]
     return Outcome(check=check, ok=not problems, status=report.status, problems=problems)
 
 

@@ -14,8 +14,9 @@ from . import check as checks
 from . import deps, pipeline
 from .common import BASE_FILE, DriverError, build_root, find_repo_root, one_line, say
 from .fetch import fetch_base, parse_base
+from .params import check_kernel_args
 from .profile import accel_mode, isolate_mode, list_profiles, load_profile, results_dir
-from .report import EXIT_ERROR, EXIT_HELP, Report, exit_code, format_summary
+from .report import EXIT_ERROR, EXIT_HELP, Report, exit_code, format_summary, raise_refused
 from .run import check_filter
 from .tree import read_series, validate_kernel_src
 
@@ -65,7 +66,9 @@ def _tree_opts(p: argparse.ArgumentParser) -> None:
 def _boot_opts(p: argparse.ArgumentParser) -> None:
     """Options of a command that builds and boots one profile (run, coverage)."""
     p.add_argument("--kernel-args", default=os.environ.get("KERNEL_ARGS", ""), metavar='"A=B C=D"',
-                   help="extra kernel command line, e.g. cgroup_kunit.seed=123 (default $KERNEL_ARGS)")
+                   help="extra kernel command line, e.g. cgroup_kunit.seed=123 (default $KERNEL_ARGS); "
+                        "a cgroup_kunit.* name the suite does not declare, or a value it "
+                        "refuses, is bad input (exit status 2)")
     p.add_argument("--filter", default=os.environ.get("FILTER", ""), metavar="GLOB",
                    help="KUnit filter glob, e.g. 'suite.case*' (default $FILTER: the whole suite)")
     p.add_argument("--no-build", action="store_true", help="boot the kernel built last time")
@@ -161,8 +164,9 @@ BOOTS = ("run", "bench", "coverage", "check")
 
 def preflight(args: argparse.Namespace, repo: Path, build: Path) -> None:
     """Check a command's inputs before any long work (fetch, prepare, build, boot): the
-    profile, --filter, CGKUNIT_ACCEL, KERNEL_SRC (never in the build root) or kernel/BASE,
-    kernel/series and git; DriverError naming the first bad one."""
+    profile, --filter, the cgroup_kunit.* words of --kernel-args (names the suite declares),
+    CGKUNIT_ACCEL, KERNEL_SRC (never in the build root) or kernel/BASE, kernel/series and
+    git; DriverError naming the first bad one."""
     if args.command not in PREPARES or (args.command == "check" and args.list) \
             or (args.command == "bench" and args.report):
         return
@@ -172,6 +176,8 @@ def preflight(args: argparse.Namespace, repo: Path, build: Path) -> None:
         load_profile(repo, coverage.PROFILE)
     if getattr(args, "filter", ""):
         check_filter(args.filter, "--filter (or FILTER)")
+    if getattr(args, "kernel_args", ""):
+        check_kernel_args(_split_args(args.kernel_args), repo)
     if args.command in BOOTS:
         accel_mode(os.environ.get("CGKUNIT_ACCEL"))
     if shutil.which("git") is None:
@@ -213,7 +219,9 @@ def dispatch(args: argparse.Namespace) -> int:
                                    kernel_src=args.kernel_src, kernel_ref=args.kernel_ref,
                                    echo=args.verbose, jobs=args.jobs,
                                    isolate=_isolate(args.isolate))
-        return exit_code(pipeline.run_profile(repo, build, opts).status)
+        report = pipeline.run_profile(repo, build, opts)
+        raise_refused([report])  # a parameter the suite refused: bad input, exit status 2
+        return exit_code(report.status)
     if args.command == "bench":
         opts = bench.BenchOptions(reps=args.reps, duration_ms=args.duration_ms,
                                   only=bench.parse_only(args.only), seed=args.seed,
@@ -248,7 +256,8 @@ def dispatch(args: argparse.Namespace) -> int:
         load_profile(repo, args.profile)
         report = pipeline.rereport(repo, build, args.profile,
                                    results_dir(build, args.profile, args.variant))
-        print(format_summary(report), end="")
+        print(format_summary(report), end="", flush=True)
+        raise_refused([report])
         return exit_code(report.status)
     if args.command == "profiles":
         for name in list_profiles(repo):

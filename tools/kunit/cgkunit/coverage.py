@@ -16,7 +16,7 @@ from . import deps
 from . import profile as profiles
 from .common import DriverError, run_cmd, say, write_json
 from .pipeline import RunOptions, run_profile
-from .report import exit_code
+from .report import exit_code, raise_refused
 
 PROFILE = "um-coverage"
 PACKAGES = ("lcov",)
@@ -320,5 +320,6 @@ def run_coverage(repo: Path, build_root: Path, opts: RunOptions) -> int:
     report(info, dest, result.status)
     if result.status != "pass":
         say(f"the suite did not pass ({result.status}): coverage is of what ran")
+    raise_refused([result])  # a parameter the suite refused: bad input, exit status 2
     return exit_code(result.status)
 

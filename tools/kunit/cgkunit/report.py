@@ -5,9 +5,10 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Sequence
 
-from .common import read_json, write_json
+from .common import DriverError, read_json, write_json
+from .params import SUITE_MODULE
 
 # --- exit status -------------------------------------------------------------
 
@@ -26,13 +27,16 @@ EXIT_HELP = """exit status:
      stopped it on a failure state (panic, crash, report storm, silence
      after a lockdep/hung-task/stall report)
   2  bad input or infrastructure error: bad KERNEL_SRC, checksum mismatch,
-     a patch does not apply, the build failed, no tests ran, bad arguments
+     a patch does not apply, the build failed, no tests ran, bad arguments,
+     a cgroup_kunit.* parameter the suite does not declare, or a value it
+     refused at boot (the tests then ran with the default)
   (bisect maps 2 to 125, "skip this commit")"""
 
 
-def exit_code(status: str, bisect: bool = False) -> int:
-    """The single status -> exit code mapping (status 'error' = DriverError)."""
-    code = STATUS_EXIT.get(status, EXIT_ERROR)
+def exit_code(status: str, bisect: bool = False, bad_parameters: Sequence[object] = ()) -> int:
+    """The single status -> exit code mapping (status 'error' = DriverError); bad input
+    whatever the status when the suite refused a parameter (Report.bad_parameters)."""
+    code = EXIT_ERROR if bad_parameters else STATUS_EXIT.get(status, EXIT_ERROR)
     return BISECT_SKIP if bisect and code == EXIT_ERROR else code
 
 
@@ -51,6 +55,24 @@ class Splat:
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "title": self.title, "test": self.test,
                 "line_no": self.line_no, "message": self.message, "related": self.related}
+
+
+@dataclass(frozen=True)
+class BadParameter:
+    """A module parameter the suite refused at boot (its set() printed 'name=value: want ..'
+    and returned -EINVAL): the kernel kept the default, so the run is not what was asked."""
+    name: str       # without the module prefix
+    value: str
+    want: str       # what the suite accepts, as it said it
+    line_no: int
+    text: str       # the console line without its printk prefix
+
+    def describe(self) -> str:
+        return f"{SUITE_MODULE}.{self.name}={self.value}: want {self.want}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "value": self.value, "want": self.want,
+                "line_no": self.line_no, "text": self.text}
 
 
 @dataclass
@@ -146,6 +168,7 @@ class Report:
     not_run: list[NotRun] = field(default_factory=list)
     filter_glob: str = ""
     isolate: str = ""
+    bad_parameters: list[BadParameter] = field(default_factory=list)
 
     def test(self, test_id: str) -> TestResult | None:
         return next((t for t in self.tests if t.id == test_id), None)
@@ -166,7 +189,30 @@ class Report:
                 "console_log": self.console_log, "files": self.files,
                 "replay": replay_hints(self), "stops": self.stops,
                 "not_run": [n.to_json() for n in self.not_run],
-                "not_run_hints": not_run_hints(self), "isolate": self.isolate}
+                "not_run_hints": not_run_hints(self), "isolate": self.isolate,
+                "bad_parameters": [p.to_json() for p in self.bad_parameters]}
+
+
+def refused_message(reports: Iterable[Report], what: str = "KERNEL_ARGS") -> str | None:
+    """'<what>: the suite refused cgroup_kunit.threads=99: want 1..64, ...; it ran with the
+    default instead' for the parameters refused in any of reports (each once); None if none."""
+    seen: dict[tuple[str, str], BadParameter] = {}
+    for r in reports:
+        for p in r.bad_parameters:
+            seen.setdefault((p.name, p.value), p)
+    if not seen:
+        return None
+    default = "the default" if len(seen) == 1 else "the defaults"
+    return (f"{what}: the suite refused {'; '.join(p.describe() for p in seen.values())}; "
+            f"it ran with {default} instead")
+
+
+def raise_refused(reports: Iterable[Report], what: str = "KERNEL_ARGS") -> None:
+    """DriverError (exit status 2, one line) when the suite refused a parameter in any of
+    reports: call it after the summary is out, so the run's results are still written."""
+    message = refused_message(reports, what)
+    if message is not None:
+        raise DriverError(message)
 
 
 # --- line classification ---------------------------------------------------
@@ -184,6 +230,9 @@ METRIC = re.compile(r"(?:^|: )metric: ([A-Za-z_]\w*)((?:\s+\S+)*)\s*$")
 INTEGER = re.compile(r"-?\d+")
 KUNIT_TIMEOUT = re.compile(r"^Command .* timed out after \d+")
 KUNIT_BOOT = re.compile(r"^(?:\[[\d:]+\] )?Starting KUnit Kernel \((\d+)/(\d+)\)")
+# A parameter's set() refusing a value (harness.c's pr_fmt is "cgroup_kunit: "; a
+# callback that prints kp->name gives "cgroup_kunit.<name>" when the suite is built in)
+REFUSAL = re.compile(rf"^{SUITE_MODULE}: (?:{SUITE_MODULE}\.)?([A-Za-z_]\w*)=(.*?): want (.+?)\s*$")
 CUT_HERE = "------------[ cut here ]------------"
 WINDOW = 8
 
@@ -364,6 +413,7 @@ class _Walker:
         self.prev = ""
         self.in_failure = False
         self.continuation = 0
+        self.refused: dict[tuple[str, str], BadParameter] = {}
 
     # frames
     def _push(self, indent: int, name: str | None, line: int) -> _Frame:
@@ -602,6 +652,11 @@ class _Walker:
             text = text[len(self.ktap_prefix):]
         if KUNIT_TIMEOUT.match(text):
             self.kunit_timeout = True
+        refusal = REFUSAL.match(text)
+        if refusal is not None:  # once per parameter and value (each isolated boot repeats it)
+            name, value, want = refusal.groups()
+            self.refused.setdefault((name, value), BadParameter(
+                name=name, value=value, want=want, line_no=i + 1, text=text.strip()))
         boot = boot_line(text)
         if boot is not None:
             # kunit.py starts another kernel (--run_isolated): the last one's section ends here
@@ -732,7 +787,7 @@ def parse_console(text: str, verdict: str = "completed") -> Report:
         notes.append(f"{len(boot)} splat(s) during boot, before any test")
     return Report(status=status, verdict=verdict, tests=tests, splats=w.splats, counts=counts,
                   notes=notes, ktap_started=w.ever_started, ktap_complete=complete,
-                  not_run=w.not_run)
+                  not_run=w.not_run, bad_parameters=list(w.refused.values()))
 
 
 def _apply_splat_verdicts(tests: list[TestResult]) -> None:
@@ -913,7 +968,11 @@ def format_summary(report: Report) -> str:
     head = f"cgkunit: {report.profile or '?'}: {report.status.upper()}"
     if report.verdict != "completed":
         head += f" (run {short_verdict(report.verdict)})"
-    out.append(head + (f" in {report.elapsed:.0f}s" if report.elapsed else ""))
+    head += f" in {report.elapsed:.0f}s" if report.elapsed else ""
+    if report.bad_parameters:
+        n = len(report.bad_parameters)
+        head += f"; BAD INPUT: the suite refused {n} parameter{'' if n == 1 else 's'}"
+    out.append(head)
     if report.tree or report.base:
         out.append(f"  tree {report.tree}  base {report.base}")
     out += [f"  watchdog: {stop_line(stop)}" for stop in report.stops]
@@ -937,6 +996,8 @@ def format_summary(report: Report) -> str:
     tail.append(f"  {c.passed} passed, {c.failed} failed, {c.skipped} skipped, {c.crashed} crashed; "
                 f"{len(report.splats)} splat(s)"
                 + (" (" + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())) + ")" if kinds else ""))
+    tail += [f"  refused: {p.describe()}  (console.log:{p.line_no}; the default was used)"
+             for p in report.bad_parameters]
     tail += [f"  note: {n}" for n in report.notes]
     tail += [f"  {name}: {path}" for name, path in report.files.items()]
     if hints:

@@ -1,0 +1,56 @@
+"""The suite's module parameters: their names, read from the C sources, and the check of
+the cgroup_kunit.* words of a kernel command line against them (issue 12: the kernel
+drops a dotted parameter that matches nothing without a word)."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Sequence
+
+from .common import DriverError, read_text_file
+
+SUITE_MODULE = "cgroup_kunit"
+SUITE_DIR = Path("lib") / "kunit-cgroup"
+HARNESS = SUITE_DIR / "harness.c"
+# module_param(name, ...), module_param_cb(name, ...), module_param_named(name, ...), ...:
+# the first argument is the name on the command line (a declaration, not a comment line).
+DECLARATION = re.compile(r"^[ \t]*module_param\w*\s*\(\s*([A-Za-z_]\w*)\s*,", re.MULTILINE)
+
+
+def suite_parameters(repo: Path) -> list[str]:
+    """The names of the suite module's parameters, sorted: what harness.c declares, and the
+    other lib/kunit-cgroup/*.c files linked into the same module (the benchmarks'
+    bench_reps, bench_migrations); DriverError when harness.c cannot be read or none is found."""
+    harness = repo / HARNESS
+    sources = [harness] + sorted(p for p in (repo / SUITE_DIR).glob("*.c") if p != harness)
+    names: set[str] = set()
+    for path in sources:
+        names.update(DECLARATION.findall(read_text_file(path)))
+    if not names:
+        raise DriverError(f"{harness}: no module_param_cb(...) or module_param(...) found: "
+                          f"cannot check the {SUITE_MODULE}.* kernel arguments")
+    return sorted(names)
+
+
+def _name(word: str) -> str | None:
+    """The parameter a command-line word sets in the suite module (the kernel takes '-' for
+    '_' in names), '' for a bare 'cgroup_kunit.', None for any other word."""
+    key = word.split("=", 1)[0].replace("-", "_")
+    prefix = SUITE_MODULE + "."
+    return key[len(prefix):] if key.startswith(prefix) else None
+
+
+def check_kernel_args(words: Sequence[str], repo: Path, what: str = "KERNEL_ARGS") -> None:
+    """DriverError naming the first cgroup_kunit.* word that sets no parameter of the suite
+    (an unknown name, or no '=value'); the C sources are read only when there is one."""
+    ours = [(w, n) for w in words if (n := _name(w)) is not None]
+    if not ours:
+        return
+    known = suite_parameters(repo)
+    for word, name in ours:
+        shown = word.split("=", 1)[0]
+        if name not in known:
+            raise DriverError(f"{what}: unknown parameter {shown} "
+                              f"(the suite has: {', '.join(known)})")
+        if "=" not in word:
+            raise DriverError(f"{what}: {shown} needs a value: {shown}=<value>")
