@@ -207,6 +207,8 @@ def clear_results(results: Path) -> None:
     results.mkdir(parents=True, exist_ok=True)
     for name in RESULT_FILES:
         (results / name).unlink(missing_ok=True)
+    for kept in results.glob("console.boot-timeout-*.log"):
+        kept.unlink()
 
 
 def _kill(proc: subprocess.Popen[str]) -> None:
@@ -514,16 +516,38 @@ def exec_tests(tree: Path, profile: Profile, repo_root: Path, build_root: Path, 
         + (f" args {' '.join(kernel_args)}" if kernel_args else "")
         + (f", one boot per {mode}" if mode else ""))
     say(f"watchdog stops on: {rules.describe()}")
-    result = watch(cmd, results / "console.log", f"running {profile.name}", cwd=tree,
-                   env=kunit_env(shim), boot_timeout=profile.boot_timeout,
-                   timeout=profile.timeout, hang_timeout=hang_timeout, echo=echo,
-                   rules=rules, isolated=bool(mode))
+    retried: list[dict[str, object]] = []
+    while True:
+        result = watch(cmd, results / "console.log", f"running {profile.name}", cwd=tree,
+                       env=kunit_env(shim), boot_timeout=profile.boot_timeout,
+                       timeout=profile.timeout, hang_timeout=hang_timeout, echo=echo,
+                       rules=rules, isolated=bool(mode))
+        if not boot_retry_due(result, len(retried)):
+            break
+        # The kernel never reached KUnit: a machine's failure, not a test result.
+        kept = results / f"console.boot-timeout-{len(retried) + 1}.log"
+        (results / "console.log").replace(kept)
+        retried.append({"verdict": result.verdict, "elapsed": round(result.elapsed, 3),
+                        "console": kept.name})
+        say(f"{profile.name}: the kernel hung before KUnit started ({result.verdict} after "
+            f"{result.elapsed:.0f}s, console kept in {kept.name}); booting it once more")
     say(f"{profile.name}: kernel run {result.verdict} in {result.elapsed:.0f}s")
     write_json(results / "exec.json", {
         "verdict": result.verdict, "elapsed": round(result.elapsed, 3), "profile": profile.name,
         "command": cmd, "kernel_args": list(kernel_args), "filter": filter_glob,
-        "isolate": mode, "rules": asdict(rules), "stops": [s.to_json() for s in result.stops]})
+        "isolate": mode, "rules": asdict(rules), "stops": [s.to_json() for s in result.stops],
+        "boot_retries": retried})
     return result
+
+
+BOOT_RETRIES = 1
+
+
+def boot_retry_due(result: ExecResult, retries: int) -> bool:
+    """Whether to boot again: the kernel hung before printing KUnit's first line (a boot
+    that never starts is an infrastructure failure, e.g. an early hang under QEMU/TCG),
+    at most BOOT_RETRIES times."""
+    return result.verdict == "boot-timeout" and not result.stops and retries < BOOT_RETRIES
 
 
 def read_exec_info(results: Path) -> dict[str, object]:

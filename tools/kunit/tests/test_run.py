@@ -260,3 +260,53 @@ def test_exec_tests_records_the_stop(tmp_path: Path, monkeypatch: pytest.MonkeyP
                               "report": "Kernel panic - not syncing: boom", "line": 3,
                               "boot": 0, "boots": 0}]
     assert "--run_isolated=suite" in info["command"]  # type: ignore[operator]
+
+
+def _fake_boots(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                verdicts: list[str]) -> list[int]:
+    """exec_tests with a built image and watch() replaced by boots ending in verdicts."""
+    image = tmp_path / "linux"
+    image.write_text("")
+    monkeypatch.setattr(run, "kernel_image", lambda *a, **k: image)
+    calls: list[int] = []
+
+    def fake_watch(cmd: object, console: Path, label: str, **kw: object) -> run.ExecResult:
+        calls.append(1)
+        verdict = verdicts[len(calls) - 1]
+        console.write_text(f"Linux version 7.3.4\nboot {len(calls)}\n")
+        return run.ExecResult(verdict=verdict, console_log=console, elapsed=1.0)
+    monkeypatch.setattr(run, "watch", fake_watch)
+    return calls
+
+
+def test_exec_tests_boots_again_after_an_early_hang(monkeypatch: pytest.MonkeyPatch,
+                                                    tmp_path: Path) -> None:
+    calls = _fake_boots(monkeypatch, tmp_path, ["boot-timeout", "completed"])
+    results = tmp_path / "results"
+    r = run.exec_tests(tmp_path, prof(), tmp_path, tmp_path, results)
+    assert r.verdict == "completed" and len(calls) == 2
+    assert "boot 2" in (results / "console.log").read_text()
+    assert "boot 1" in (results / "console.boot-timeout-1.log").read_text()
+    info = run.read_exec_info(results)
+    assert info["boot_retries"] == [{"verdict": "boot-timeout", "elapsed": 1.0,
+                                     "console": "console.boot-timeout-1.log"}]
+    # a later run starts clean
+    _fake_boots(monkeypatch, tmp_path, ["completed"])
+    run.exec_tests(tmp_path, prof(), tmp_path, tmp_path, results)
+    assert not (results / "console.boot-timeout-1.log").exists()
+    assert run.read_exec_info(results)["boot_retries"] == []
+
+
+def test_exec_tests_reports_a_second_early_hang(monkeypatch: pytest.MonkeyPatch,
+                                                tmp_path: Path) -> None:
+    calls = _fake_boots(monkeypatch, tmp_path, ["boot-timeout", "boot-timeout", "completed"])
+    r = run.exec_tests(tmp_path, prof(), tmp_path, tmp_path, tmp_path / "results")
+    assert r.verdict == "boot-timeout" and len(calls) == 2
+
+
+@pytest.mark.parametrize("verdict", ["hang", "timeout", "crash", "completed"])
+def test_exec_tests_never_reboots_after_kunit_started(monkeypatch: pytest.MonkeyPatch,
+                                                      tmp_path: Path, verdict: str) -> None:
+    calls = _fake_boots(monkeypatch, tmp_path, [verdict, "completed"])
+    r = run.exec_tests(tmp_path, prof(), tmp_path, tmp_path, tmp_path / "results")
+    assert r.verdict == verdict and len(calls) == 1
