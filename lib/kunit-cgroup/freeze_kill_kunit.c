@@ -13,7 +13,12 @@
  *    file of a random cgroup;
  *  - in cgroup_kill_migrate, a worker writes 1 to the cgroup.kill file of
  *    a random cgroup and starts new victims for the ones killed;
- *  - in freeze_kill_everything, both.
+ *  - in signal_queue_kill, migrators also send real-time signals to the
+ *    victims, which block and unblock them in turns (and run as a user of
+ *    their own), so signals are queued, each charged to that user's
+ *    RLIMIT_SIGPENDING, then dequeued, or flushed when a kill or an exit
+ *    comes first;
+ *  - in freeze_kill_everything, all of it.
  * Freezing and killing exclude the moves (a case rwsem), so that what each
  * must do is known exactly; the kernel still races them against the
  * victims and their children forking and exiting.
@@ -29,6 +34,9 @@
  *  - after a write to cgroup.kill, every victim in the killed subtree dies,
  *    every other victim lives, and the subtree empties: no child forked
  *    meanwhile escapes;
+ *  - once every victim and child has exited, nothing is charged to their
+ *    user's RLIMIT_SIGPENDING or RLIMIT_NPROC any more, and its ucounts
+ *    are freed;
  *  - at the end, freezing the top of the hierarchy freezes everything in
  *    it (no victim turns its loop), and thawing it lets everything run;
  *    css task iterators find exactly the victims the bookkeeping puts in
@@ -57,10 +65,13 @@
 #define FK_SETTLE_TIMEOUT_MS	10000
 /* How long a frozen victim is watched for not turning its loop. */
 #define FK_STILL_MS		20
+/* The victims' user in signal cases, plus the parameter index. */
+#define FK_UID			3143000
 
 enum fk_flags {
 	FK_FREEZE	= BIT(0),	/* a worker freezes and thaws cgroups */
 	FK_KILL		= BIT(1),	/* a worker kills cgroups */
+	FK_SIGNAL	= BIT(2),	/* migrators also queue signals */
 };
 
 enum fk_file {
@@ -95,7 +106,8 @@ struct fk_case {
 	struct cgk_herd *herd;
 	struct fk_victim *victims;
 	unsigned int nr_victims;
-	atomic_long_t moves, freezes, thaws, kills, killed;
+	atomic_long_t moves, freezes, thaws, kills, killed, signals, max_pending;
+	struct ucounts *uc;		/* the victims' user's, with FK_SIGNAL */
 	unsigned int base_css_sets;
 	int base_nr_cgrps;
 };
@@ -270,6 +282,27 @@ static void fk_move_step(struct cgk_worker *w)
 	mutex_unlock(&v->lock);
 }
 
+/* Queue a few signals for a victim, which may have them blocked. */
+static void fk_signal_step(struct cgk_worker *w)
+{
+	struct fk_case *c = w->gang->data;
+	struct fk_victim *v = &c->victims[cgk_rand(w, c->nr_victims)];
+	unsigned int i, n = 1 + cgk_rand(w, 4);
+	long pending;
+
+	for (i = 0; i < n; i++) {
+		if (send_sig(CGK_VICTIM_SIGNAL, v->cv->task, 0)) {
+			cgk_fail(w, "sending a signal to a victim failed");
+			return;
+		}
+		atomic_long_inc(&c->signals);
+	}
+	pending = get_rlimit_value(c->uc, UCOUNT_RLIMIT_SIGPENDING);
+	if (pending < 0)
+		cgk_fail(w, "%ld pending signals charged to the victims' user", pending);
+	cgk_atomic_long_max(&c->max_pending, pending);
+}
+
 static void fk_freeze_step(struct cgk_worker *w)
 {
 	struct fk_case *c = w->gang->data;
@@ -383,7 +416,10 @@ static void fk_step(struct cgk_worker *w)
 		fk_kill_step(w);
 	} else {
 		down_read(&c->state);
-		fk_move_step(w);
+		if ((c->flags & FK_SIGNAL) && !cgk_rand(w, 3))
+			fk_signal_step(w);
+		else
+			fk_move_step(w);
 		up_read(&c->state);
 	}
 }
@@ -443,6 +479,14 @@ static void fk_teardown(void *arg)
 			   FK_SETTLE_TIMEOUT_MS);
 }
 
+/* Cleanup action: drop the test's reference on the victims' ucounts. */
+static void fk_put_ucounts(void *arg)
+{
+	struct fk_case *c = arg;
+
+	put_ucounts(c->uc);
+}
+
 static struct file *fk_open(struct kunit *test, struct vfsmount *mnt, const char *path)
 {
 	struct file *file;
@@ -474,8 +518,15 @@ static struct fk_case *fk_setup(struct kunit *test, unsigned long flags,
 	init_rwsem(&c->state);
 	c->victims = kunit_kcalloc(test, nr_victims, sizeof(*c->victims), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, c->victims);
-	c->herd = cgk_herd_alloc(test, nr_victims, CGK_VICTIM_USER | CGK_VICTIM_FORK);
+	c->herd = cgk_herd_alloc(test, nr_victims, CGK_VICTIM_USER | CGK_VICTIM_FORK |
+				 ((flags & FK_SIGNAL) ? CGK_VICTIM_SIGNALS : 0));
 	KUNIT_ASSERT_NOT_NULL(test, c->herd);
+	if (flags & FK_SIGNAL) {
+		c->herd->uid = KUIDT_INIT(FK_UID + test->param_index);
+		c->uc = alloc_ucounts(&init_user_ns, c->herd->uid);
+		KUNIT_ASSERT_NOT_NULL(test, c->uc);
+		KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, fk_put_ucounts, c));
+	}
 
 	c->base_css_sets = cgroup_nr_css_sets_for_test();
 	c->base_nr_cgrps = atomic_read(&cgrp_dfl_root.nr_cgrps);
@@ -588,6 +639,39 @@ static void fk_check_freeze_all(struct fk_case *c)
 			      fk_name[c->victims[victim].cg]);
 }
 
+static bool fk_uncharged(void *arg)
+{
+	struct fk_case *c = arg;
+
+	return !get_rlimit_value(c->uc, UCOUNT_RLIMIT_SIGPENDING) &&
+	       !get_rlimit_value(c->uc, UCOUNT_RLIMIT_NPROC);
+}
+
+static bool fk_ucounts_freed(void *arg)
+{
+	struct fk_case *c = arg;
+
+	return !ucounts_nr_hashed_for_uid(c->herd->uid);
+}
+
+/* Every queued signal uncharged, every task counted out, ucounts freed. */
+static void fk_check_ucounts(struct fk_case *c)
+{
+	struct kunit *test = c->test;
+
+	KUNIT_EXPECT_GT_MSG(test, atomic_long_read(&c->max_pending), 0L,
+			    "no signal was ever queued");
+	if (!cgk_wait_for(fk_uncharged, c, FK_SETTLE_TIMEOUT_MS))
+		KUNIT_FAIL(test,
+			   "%ld pending signals and %ld tasks still charged to the victims' user %d ms after",
+			   get_rlimit_value(c->uc, UCOUNT_RLIMIT_SIGPENDING),
+			   get_rlimit_value(c->uc, UCOUNT_RLIMIT_NPROC), FK_SETTLE_TIMEOUT_MS);
+	kunit_release_action(test, fk_put_ucounts, c);
+	if (!cgk_wait_for(fk_ucounts_freed, c, FK_SETTLE_TIMEOUT_MS))
+		KUNIT_FAIL(test, "%u ucounts of the victims' user left %d ms after they exited",
+			   ucounts_nr_hashed_for_uid(c->herd->uid), FK_SETTLE_TIMEOUT_MS);
+}
+
 static bool fk_settled(void *arg)
 {
 	struct fk_case *c = arg;
@@ -610,10 +694,11 @@ static void fk_run(struct kunit *test, unsigned long flags)
 	cgk_gang_run(gang);
 	cgk_gang_report(gang);
 
-	kunit_info(test, "%ld moves, %ld freezes, %ld thaws, %ld kills (%ld victims), %lu forks\n",
+	kunit_info(test, "%ld moves, %ld freezes, %ld thaws, %ld kills (%ld victims), %ld signals (at most %ld queued), %lu forks\n",
 		   atomic_long_read(&c->moves), atomic_long_read(&c->freezes),
 		   atomic_long_read(&c->thaws), atomic_long_read(&c->kills),
-		   atomic_long_read(&c->killed), cgk_herd_forks(c->herd));
+		   atomic_long_read(&c->killed), atomic_long_read(&c->signals),
+		   atomic_long_read(&c->max_pending), cgk_herd_forks(c->herd));
 	KUNIT_EXPECT_GT_MSG(test, atomic_long_read(&c->moves), 0L, "no move succeeded");
 	KUNIT_EXPECT_GT_MSG(test, cgk_herd_forks(c->herd), 0UL, "the victims never forked");
 	if (flags & FK_FREEZE)
@@ -631,6 +716,8 @@ static void fk_run(struct kunit *test, unsigned long flags)
 			   cgroup_nr_css_sets_for_test(), c->base_css_sets,
 			   atomic_read(&cgrp_dfl_root.nr_cgrps), c->base_nr_cgrps,
 			   FK_SETTLE_TIMEOUT_MS);
+	if (flags & FK_SIGNAL)
+		fk_check_ucounts(c);
 }
 
 /* Cgroups freeze and thaw while their victims move and fork. */
@@ -645,10 +732,16 @@ static void cgroup_kill_migrate(struct kunit *test)
 	fk_run(test, FK_KILL);
 }
 
-/* Both at once. */
+/* Signals are queued for victims that are killed, exit or dequeue them. */
+static void signal_queue_kill(struct kunit *test)
+{
+	fk_run(test, FK_SIGNAL | FK_KILL);
+}
+
+/* All at once. */
 static void freeze_kill_everything(struct kunit *test)
 {
-	fk_run(test, FK_FREEZE | FK_KILL);
+	fk_run(test, FK_FREEZE | FK_KILL | FK_SIGNAL);
 }
 
 #define FK_CASE(fn) \
@@ -657,6 +750,7 @@ static void freeze_kill_everything(struct kunit *test)
 static struct kunit_case cgroup_freeze_kill_cases[] = {
 	FK_CASE(cgroup_freeze_migrate),
 	FK_CASE(cgroup_kill_migrate),
+	FK_CASE(signal_queue_kill),
 	FK_CASE(freeze_kill_everything),
 	{}
 };

@@ -26,6 +26,7 @@
 #include <linux/bits.h>
 #include <linux/completion.h>
 #include <linux/prandom.h>
+#include <linux/signal.h>
 #include <linux/types.h>
 #include <linux/user_namespace.h>
 
@@ -158,7 +159,10 @@ bool cgk_wait_for(bool (*cond)(void *arg), void *arg, unsigned int timeout_ms);
  * victims and their children are not kthreads but user_mode_thread()s,
  * which cgroup.kill and the freezer reach: they handle signals where a
  * user task would on its way back to user mode (get_signal()), so they
- * freeze in the freezer's trap and exit on SIGKILL.
+ * freeze in the freezer's trap and exit on SIGKILL. With CGK_VICTIM_SIGNALS
+ * they (and their children) block and unblock CGK_VICTIM_SIGNAL in turns,
+ * so that real-time signals sent to them are queued (each charged to their
+ * user's RLIMIT_SIGPENDING) and later dequeued or flushed at exit.
  */
 #define CGK_VICTIM_MAX_CHILDREN	2	/* live forked children per victim */
 #define CGK_VICTIM_MAX_THREADS	3	/* live extra threads per victim */
@@ -167,7 +171,11 @@ enum cgk_victim_flags {
 	CGK_VICTIM_FORK		= BIT(0),
 	CGK_VICTIM_THREADS	= BIT(1),
 	CGK_VICTIM_USER		= BIT(2),
+	CGK_VICTIM_SIGNALS	= BIT(3),	/* with CGK_VICTIM_USER */
 };
+
+/* Queued for a CGK_VICTIM_SIGNALS victim (and ignored when delivered). */
+#define CGK_VICTIM_SIGNAL	(SIGRTMIN + 1)
 
 struct cgk_herd;
 
@@ -181,6 +189,7 @@ struct cgk_herd;
  * @thread_forks: threads added so far; written by the victim only
  * @child_pid: pid of the last child forked; written by the victim only
  * @loops: turns of its loop, to see that it runs; written by the victim only
+ * @start_error: what went wrong when a CGK_VICTIM_USER victim started
  * @started: completed once the victim runs and can be migrated
  */
 struct cgk_victim {
@@ -192,6 +201,7 @@ struct cgk_victim {
 	unsigned long thread_forks;
 	pid_t child_pid;
 	unsigned long loops;
+	int start_error;
 	struct completion started;
 };
 
@@ -200,6 +210,8 @@ struct cgk_victim {
  * @flags: what every victim does, CGK_VICTIM_*
  * @stop_forking: set first when stopping, so that victims stop forking
  * @stop: set to make CGK_VICTIM_USER victims exit
+ * @uid: if valid, CGK_VICTIM_USER victims run as this user (set before the
+ *	 first victim starts), so their ucounts are theirs alone
  * @nr: number of victims
  * @victims: the victims
  */
@@ -207,6 +219,7 @@ struct cgk_herd {
 	unsigned long flags;
 	bool stop_forking;
 	bool stop;
+	kuid_t uid;
 	unsigned int nr;
 	struct cgk_victim victims[] __counted_by(nr);
 };

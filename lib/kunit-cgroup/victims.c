@@ -7,6 +7,7 @@
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/cred.h>
 #include <linux/delay.h>
 #include <linux/kthread.h>
 #include <linux/sched.h>
@@ -124,12 +125,58 @@ static void cgk_user_signals(void)
 		get_signal(&ksig);
 }
 
+/*
+ * Block or unblock CGK_VICTIM_SIGNAL: blocked, it is queued even though it
+ * is ignored; unblocked, get_signal() dequeues and drops what is pending.
+ */
+static void cgk_user_block(bool block)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, CGK_VICTIM_SIGNAL);
+	sigprocmask(block ? SIG_BLOCK : SIG_UNBLOCK, &set, NULL);
+}
+
+/*
+ * Become @uid, with the ucounts of @uid (what set_cred_ucounts() does for
+ * setuid()), keeping every capability and root's user_struct. commit_creds()
+ * moves the task's RLIMIT_NPROC charge to the new ucounts only when the
+ * user_struct changes, but the exit uncharges the new ones: move it here.
+ */
+static int cgk_user_become(kuid_t uid)
+{
+	struct ucounts *old_uc;
+	struct cred *new;
+
+	new = prepare_creds();
+	if (!new)
+		return -ENOMEM;
+	new->uid = uid;
+	new->euid = uid;
+	new->suid = uid;
+	new->fsuid = uid;
+	old_uc = new->ucounts;
+	new->ucounts = alloc_ucounts(new->user_ns, uid);
+	if (!new->ucounts) {
+		new->ucounts = old_uc;
+		abort_creds(new);
+		return -EAGAIN;
+	}
+	inc_rlimit_ucounts(new->ucounts, UCOUNT_RLIMIT_NPROC, 1);
+	/* The task's cred still holds @old_uc. */
+	dec_rlimit_ucounts(old_uc, UCOUNT_RLIMIT_NPROC, 1);
+	put_ucounts(old_uc);
+	return commit_creds(new);
+}
+
 /* A child of a user victim: lives a little, then exits, unless killed. */
 static int cgk_user_child_fn(void *arg)
 {
 	int i;
 
 	for (i = 0; i < 4; i++) {
+		/* Its mask is its parent's: sometimes it exits with signals queued. */
 		cgk_user_signals();
 		usleep_range_state(20, 100, TASK_INTERRUPTIBLE);
 	}
@@ -149,11 +196,15 @@ static int cgk_user_victim_fn(void *arg)
 	 * and the children it forks.
 	 */
 	kernel_sigaction(SIGKILL, SIG_DFL);
+	if (uid_valid(herd->uid))
+		v->start_error = cgk_user_become(herd->uid);
 	v->task = get_task_struct(current);
 	complete(&v->started);
 	while (!READ_ONCE(herd->stop)) {
 		cgk_user_signals();
 		WRITE_ONCE(v->loops, v->loops + 1);
+		if (herd->flags & CGK_VICTIM_SIGNALS)
+			cgk_user_block(v->loops & 4);
 		if ((herd->flags & CGK_VICTIM_FORK) && !READ_ONCE(herd->stop_forking)) {
 			/* kthreadd, its parent, reaps it: see cgk_victim_fork() */
 			pid = user_mode_thread(cgk_user_child_fn, NULL,
@@ -221,6 +272,7 @@ struct cgk_herd *cgk_herd_alloc(struct kunit *test, unsigned int nr,
 	}
 	herd->nr = nr;
 	herd->flags = flags;
+	herd->uid = INVALID_UID;
 	for (i = 0; i < nr; i++) {
 		herd->victims[i].herd = herd;
 		init_completion(&herd->victims[i].started);
@@ -256,7 +308,8 @@ struct task_struct *cgk_herd_start(struct cgk_herd *herd, unsigned int i,
 		if (pid < 0)
 			return ERR_PTR(pid);
 		wait_for_completion(&v->started);
-		return v->task;
+		/* It runs on: cgk_herd_stop() stops it. */
+		return v->start_error ? ERR_PTR(v->start_error) : v->task;
 #else
 		return ERR_PTR(-EOPNOTSUPP);
 #endif
