@@ -8,6 +8,8 @@
 # (100..60000) per repetition, ROUNDS=N (1..10) boots of each kernel,
 # alternating, VCPUS=N QEMU vCPUs (default: host cores, at least 4),
 # ONLY=rstat,ucount,migrate (default all).
+# make stress: PROFILE=um-lockdep (default) RUNS=N (default 10) boots of one build,
+# SEED=N (the same seed every boot; default a new one each), UNTIL_FAIL=1.
 
 PYTHON ?= python3
 CGKUNIT := $(PYTHON) tools/kunit/cgkunit.py
@@ -16,7 +18,7 @@ DURATION_MS ?= 1000
 ROUNDS ?= 3
 export KERNEL_SRC KERNEL_REF KERNEL_ARGS FILTER CGKUNIT_ACCEL
 
-.PHONY: run test kcsan kasan lockdep-x86 check module bench coverage pytest deps clean help
+.PHONY: run test kcsan kasan lockdep-x86 check module bench coverage stress pytest deps clean help
 
 help:
 	@echo "make run      the suite on UML under lockdep (the main job)"
@@ -29,6 +31,8 @@ help:
 	@echo "make bench    benchmarks: base kernel vs base + kernel/series, side by side"
 	@echo "              (x86_64 QEMU; REPS=$(REPS) DURATION_MS=$(DURATION_MS); not part of make test)"
 	@echo "make coverage which kernel lines the suite drives (UML gcov + lcov; not part of make test)"
+	@echo "make stress   boot one build RUNS=N times (PROFILE=, FILTER=, SEED=, UNTIL_FAIL=1):"
+	@echo "              how often each failure signature comes, with a 95% interval (not in make test)"
 	@echo "make clean    remove build/ (sources, trees, build dirs, results)"
 
 deps:
@@ -58,6 +62,10 @@ bench: deps
 
 coverage: deps
 	$(CGKUNIT) coverage
+
+stress: deps
+	$(CGKUNIT) stress --profile $(or $(PROFILE),um-lockdep) --runs $(or $(RUNS),10) \
+		$(if $(SEED),--seed $(SEED)) $(if $(filter-out 0,$(UNTIL_FAIL)),--until-fail)
 
 pytest:
 	$(PYTHON) -m pytest -q tools/kunit/tests

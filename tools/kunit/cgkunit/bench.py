@@ -838,13 +838,18 @@ def write_plots(specs: Mapping[str, Plot], dest: Path,
 
 # --- I/O --------------------------------------------------------------------------------
 
-def host_machine(vcpus: int, accel: str, cpuinfo: Path = CPUINFO, **context: Any) -> Machine:
-    """This host's CPU model and cores, with the run's context (Machine fields)."""
+def host_cpu_model(cpuinfo: Path = CPUINFO) -> str:
+    """This host's CPU model ("unknown" when /proc/cpuinfo cannot be read)."""
     try:
         text = cpuinfo.read_text(errors="replace")
     except OSError:
         text = ""
-    return Machine(cpu_model=cpu_model(text), host_cores=os.cpu_count() or 1, vcpus=vcpus,
+    return cpu_model(text)
+
+
+def host_machine(vcpus: int, accel: str, cpuinfo: Path = CPUINFO, **context: Any) -> Machine:
+    """This host's CPU model and cores, with the run's context (Machine fields)."""
+    return Machine(cpu_model=host_cpu_model(cpuinfo), host_cores=os.cpu_count() or 1, vcpus=vcpus,
                    accel=accel, **context)
 
 

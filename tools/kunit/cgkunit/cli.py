@@ -11,7 +11,7 @@ from typing import NoReturn, Sequence
 
 from . import bench, coverage
 from . import check as checks
-from . import deps, pipeline
+from . import deps, pipeline, stress
 from .common import BASE_FILE, DriverError, build_root, find_repo_root, one_line, say
 from .fetch import fetch_base, parse_base
 from .params import check_kernel_args
@@ -128,6 +128,18 @@ def make_parser() -> Parser:
                    help="aggregate the console logs of the last run again (no build, no boot)")
     p.add_argument("--verbose", action="store_true", help="echo the console while it runs")
     _tree_opts(p)
+    p = sub.add_parser("stress", help="boot one kernel many times: how often, and how, it fails",
+                       description=stress.STRESS_DESCRIPTION, epilog=stress.STRESS_EXIT_HELP,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--profile", required=True)
+    p.add_argument("--runs", type=int, default=stress.StressOptions.runs, metavar="N",
+                   help=f"boots ({stress.RUNS[0]}..{stress.RUNS[1]}, default %(default)s)")
+    p.add_argument("--seed", type=int, metavar="N",
+                   help="suite seed of every boot (default: a new random one each boot, "
+                        "or the cgroup_kunit.seed of --kernel-args)")
+    p.add_argument("--until-fail", action="store_true", help="stop at the first failed run")
+    _boot_opts(p)
+    _tree_opts(p)
     p = sub.add_parser("coverage", help="the suite on um-coverage (UML gcov): line and branch "
                                         "coverage of the cgroup and ucount files, lcov HTML",
                        epilog=EXIT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -158,8 +170,8 @@ def _isolate(value: str | None) -> str | None:
     return None if value is None else isolate_mode(value, "--isolate (or CGKUNIT_ISOLATE)")
 
 
-PREPARES = ("prepare", "build", "module", "run", "bench", "coverage", "check")
-BOOTS = ("run", "bench", "coverage", "check")
+PREPARES = ("prepare", "build", "module", "run", "bench", "coverage", "check", "stress")
+BOOTS = ("run", "bench", "coverage", "check", "stress")
 
 
 def preflight(args: argparse.Namespace, repo: Path, build: Path) -> None:
@@ -178,6 +190,8 @@ def preflight(args: argparse.Namespace, repo: Path, build: Path) -> None:
         check_filter(args.filter, "--filter (or FILTER)")
     if getattr(args, "kernel_args", ""):
         check_kernel_args(_split_args(args.kernel_args), repo)
+    if args.command == "stress":
+        stress.check_options(args.runs, args.seed, _split_args(args.kernel_args))
     if args.command in BOOTS:
         accel_mode(os.environ.get("CGKUNIT_ACCEL"))
     if shutil.which("git") is None:
@@ -230,6 +244,12 @@ def dispatch(args: argparse.Namespace) -> int:
                                   kernel_ref=args.kernel_ref, vcpus=args.vcpus,
                                   rounds=args.rounds)
         return bench.run_bench(repo, build, opts)
+    if args.command == "stress":
+        return stress.run_stress(repo, build, stress.StressOptions(
+            profile=args.profile, runs=args.runs, seed=args.seed, until_fail=args.until_fail,
+            kernel_args=tuple(_split_args(args.kernel_args)), filter_glob=args.filter,
+            no_build=args.no_build, jobs=args.jobs, echo=args.verbose,
+            kernel_src=args.kernel_src, kernel_ref=args.kernel_ref))
     if args.command == "coverage":
         return coverage.run_coverage(repo, build, pipeline.RunOptions(
             profile=coverage.PROFILE, kernel_args=_split_args(args.kernel_args),

@@ -141,16 +141,32 @@ def rereport(repo: Path, build_root: Path, profile: str, results: Path,
     return report
 
 
-def run_profile(repo: Path, build_root: Path, opts: RunOptions) -> Report:
-    """fetch + prepare + build + exec + parse + report; prints the summary."""
+@dataclass
+class Kernel:
+    """A built kernel ready to boot, any number of times."""
+    profile: profiles.Profile
+    tree: PreparedTree
+    base: str             # base_label
+    shim: Path | None     # QEMU PATH shim (x86_64), None for UML
+    accel: str            # "kvm" or "tcg" (x86_64), "" for UML
+
+
+def ready_kernel(repo: Path, build_root: Path, opts: RunOptions) -> Kernel:
+    """fetch + prepare + build (unless opts.no_build) + the QEMU accelerator choice."""
     prof = profiles.load_profile(repo, opts.profile)
     tree, base = prepare(repo, build_root, opts.kernel_src, opts.kernel_ref, opts.extra_patches)
     if not opts.no_build:
         build(tree.path, prof, repo, build_root, opts.jobs)
     image = require_image(build_root, prof)
-    shim, _ = choose_qemu(prof, image, build_root)
-    results = profiles.results_dir(build_root, prof.name, opts.results_tag or tree.variant)
-    report = boot_and_report(repo, build_root, prof, tree, base, results, opts.kernel_args,
-                             opts.filter_glob, shim=shim, echo=opts.echo, isolate=opts.isolate)
+    shim, accel = choose_qemu(prof, image, build_root)
+    return Kernel(profile=prof, tree=tree, base=base, shim=shim, accel=accel)
+
+
+def run_profile(repo: Path, build_root: Path, opts: RunOptions) -> Report:
+    """fetch + prepare + build + exec + parse + report; prints the summary."""
+    k = ready_kernel(repo, build_root, opts)
+    results = profiles.results_dir(build_root, k.profile.name, opts.results_tag or k.tree.variant)
+    report = boot_and_report(repo, build_root, k.profile, k.tree, k.base, results, opts.kernel_args,
+                             opts.filter_glob, shim=k.shim, echo=opts.echo, isolate=opts.isolate)
     print(format_summary(report), end="", flush=True)
     return report

@@ -825,24 +825,36 @@ def _overall(verdict: str, panic: bool, incomplete: bool, leaves: list[TestResul
 
 # --- summary -------------------------------------------------------------------
 
+REPLAY_PARAMS = ("seed", "threads")
+
+
+def replay_case(report: Report, t: TestResult,
+                index: dict[str, TestResult] | None = None) -> tuple[str, list[str]] | None:
+    """(suite.case, ["cgroup_kunit.seed=..", "cgroup_kunit.threads=.."]) that replay the
+    failed case, parameter or crash point t (the parameters the suite printed for it; none
+    when it printed none); None for any other test."""
+    if t.level in ("case", "param") and t.status == "FAIL":
+        target = ".".join(t.path[:2])
+    elif t.level == "crash" and t.parent:
+        target = ".".join(t.parent.split(".")[:2])
+    else:
+        return None
+    params, prefix = _params_for(t, index if index is not None else {u.id: u for u in report.tests})
+    return target, [f"{prefix}.{k}={params[k]}" for k in REPLAY_PARAMS if k in params]
+
+
 def replay_hints(report: Report) -> list[str]:
     """One `make run` line per failed case, with the seed when the suite printed one."""
     index = {t.id: t for t in report.tests}
     hints: list[str] = []
     seen: set[str] = set()
     for t in report.tests:
-        if t.level in ("case", "param") and t.status == "FAIL":
-            target = ".".join(t.path[:2])
-        elif t.level == "crash" and t.parent:
-            target = ".".join(t.parent.split(".")[:2])
-        else:
+        found = replay_case(report, t, index)
+        if found is None or found[0] in seen:
             continue
-        if target in seen:
-            continue
+        target, args = found
         seen.add(target)
-        params, prefix = _params_for(t, index)
-        args = " ".join(f"{prefix}.{k}={params[k]}" for k in ("seed", "threads") if k in params)
-        hints.append(replay_command(report.replay_target, args, target))
+        hints.append(replay_command(report.replay_target, " ".join(args), target))
     return hints
 
 
@@ -880,8 +892,12 @@ def short_verdict(verdict: str) -> str:
 
 
 def replay_command(target: str, kernel_args: str, filter_glob: str) -> str:
-    """`make X KERNEL_ARGS=.. FILTER=..`, or the variables before a plain command."""
-    assigns = (f"KERNEL_ARGS=\"{kernel_args}\" " if kernel_args else "") + f"FILTER='{filter_glob}'"
+    """`make X KERNEL_ARGS=.. FILTER=..`, or the variables before a plain command (each
+    only when set: no FILTER runs the whole suite)."""
+    assigns = " ".join(([f"KERNEL_ARGS=\"{kernel_args}\""] if kernel_args else [])
+                       + ([f"FILTER='{filter_glob}'"] if filter_glob else []))
+    if not assigns:
+        return target
     return f"{target} {assigns}" if target.startswith("make ") else f"{assigns} {target}"
 
 
