@@ -52,7 +52,6 @@
 #include <linux/fs.h>
 #include <linux/mount.h>
 #include <linux/mutex.h>
-#include <linux/namei.h>
 #include <linux/rwsem.h>
 #include <linux/sched/signal.h>
 
@@ -154,27 +153,6 @@ static bool fk_populated(struct cgroup *cgrp)
 	return data_race(cgroup_is_populated(cgrp));
 }
 
-/* Write @text to a cgroup file, as a shell's echo would. */
-static int fk_write(struct file *file, const char *text)
-{
-	size_t len = strlen(text);
-	loff_t pos = 0;
-	ssize_t ret;
-
-	ret = kernel_write(file, text, len, &pos);
-	if (ret < 0)
-		return ret;
-	return ret == len ? 0 : -EIO;
-}
-
-static int fk_write_pid(struct file *file, struct task_struct *task)
-{
-	char buf[16];
-
-	snprintf(buf, sizeof(buf), "%d\n", task_tgid_vnr(task));
-	return fk_write(file, buf);
-}
-
 /* ---- states a victim or cgroup must reach -------------------------------- */
 
 struct fk_want {
@@ -263,7 +241,7 @@ static void fk_move_step(struct cgk_worker *w)
 	if (!mutex_trylock(&v->lock))
 		return;
 	if (cgk_rand(w, 3))
-		ret = fk_write_pid(c->file[dst][FK_PROCS], task);
+		ret = cgk_file_write_pid(c->file[dst][FK_PROCS], task, true);
 	else
 		ret = cgroup_procs_write_for_test(c->cg[dst], task);
 	if (ret) {
@@ -312,7 +290,7 @@ static void fk_freeze_step(struct cgk_worker *w)
 	int ret;
 
 	down_write(&c->state);
-	ret = fk_write(c->file[i][FK_FREEZE_FILE], c->freeze[i] ? "0\n" : "1\n");
+	ret = cgk_file_write(c->file[i][FK_FREEZE_FILE], c->freeze[i] ? "0\n" : "1\n");
 	if (ret) {
 		cgk_fail(w, "writing %s/cgroup.freeze: %d", fk_name[i], ret);
 		goto out;
@@ -363,7 +341,7 @@ static void fk_kill_step(struct cgk_worker *w)
 	int ret;
 
 	down_write(&c->state);
-	ret = fk_write(c->file[k.top][FK_KILL_FILE], "1\n");
+	ret = cgk_file_write(c->file[k.top][FK_KILL_FILE], "1\n");
 	if (ret) {
 		cgk_fail(w, "writing %s/cgroup.kill: %d", fk_name[k.top], ret);
 		goto out;
@@ -456,7 +434,7 @@ static void fk_teardown(void *arg)
 
 	/* Frozen victims cannot exit. */
 	for (i = 0; i < FK_NR_CGROUPS; i++) {
-		if (c->freeze[i] && !fk_write(c->file[i][FK_FREEZE_FILE], "0\n"))
+		if (c->freeze[i] && !cgk_file_write(c->file[i][FK_FREEZE_FILE], "0\n"))
 			c->freeze[i] = false;
 	}
 	if (!cgk_herd_stop(c->herd, FK_SETTLE_TIMEOUT_MS))
@@ -485,20 +463,6 @@ static void fk_put_ucounts(void *arg)
 	struct fk_case *c = arg;
 
 	put_ucounts(c->uc);
-}
-
-static struct file *fk_open(struct kunit *test, struct vfsmount *mnt, const char *path)
-{
-	struct file *file;
-	struct path p;
-	int ret;
-
-	ret = vfs_path_lookup(mnt->mnt_root, mnt, path, 0, &p);
-	KUNIT_ASSERT_EQ_MSG(test, ret, 0, "looking up %s", path);
-	file = dentry_open(&p, O_WRONLY, current_cred());
-	path_put(&p);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL_MSG(test, file, "opening %s", path);
-	return file;
 }
 
 static struct fk_case *fk_setup(struct kunit *test, unsigned long flags,
@@ -554,7 +518,7 @@ static struct fk_case *fk_setup(struct kunit *test, unsigned long flags,
 			else
 				snprintf(path, sizeof(path), "%s/%s/%s", name, fk_name[i],
 					 fk_file_name[f]);
-			c->file[i][f] = fk_open(test, c->mnt, path);
+			c->file[i][f] = cgk_file_open_for_test(test, c->mnt, path);
 		}
 	}
 
@@ -567,7 +531,7 @@ static struct fk_case *fk_setup(struct kunit *test, unsigned long flags,
 		mutex_init(&v->lock);
 		task = cgk_herd_start(c->herd, i, "cgk-fk");
 		KUNIT_ASSERT_NOT_ERR_OR_NULL(test, task);
-		KUNIT_ASSERT_EQ(test, 0, fk_write_pid(c->file[0][FK_PROCS], task));
+		KUNIT_ASSERT_EQ(test, 0, cgk_file_write_pid(c->file[0][FK_PROCS], task, true));
 	}
 	return c;
 }
@@ -612,12 +576,12 @@ static void fk_check_freeze_all(struct fk_case *c)
 
 	for (i = 1; i < FK_NR_CGROUPS; i++) {
 		if (c->freeze[i]) {
-			KUNIT_EXPECT_EQ(test, 0, fk_write(c->file[i][FK_FREEZE_FILE], "0\n"));
+			KUNIT_EXPECT_EQ(test, 0, cgk_file_write(c->file[i][FK_FREEZE_FILE], "0\n"));
 			c->freeze[i] = false;
 		}
 	}
 	if (!c->freeze[0]) {
-		KUNIT_EXPECT_EQ(test, 0, fk_write(c->file[0][FK_FREEZE_FILE], "1\n"));
+		KUNIT_EXPECT_EQ(test, 0, cgk_file_write(c->file[0][FK_FREEZE_FILE], "1\n"));
 		c->freeze[0] = true;
 	}
 	bad = fk_check_states(c, &victim);
@@ -631,7 +595,7 @@ static void fk_check_freeze_all(struct fk_case *c)
 		KUNIT_EXPECT_EQ_MSG(test, READ_ONCE(c->victims[i].cv->loops), loops[i],
 				    "frozen victim %u ran", i);
 
-	KUNIT_EXPECT_EQ(test, 0, fk_write(c->file[0][FK_FREEZE_FILE], "0\n"));
+	KUNIT_EXPECT_EQ(test, 0, cgk_file_write(c->file[0][FK_FREEZE_FILE], "0\n"));
 	c->freeze[0] = false;
 	bad = fk_check_states(c, &victim);
 	KUNIT_EXPECT_NULL_MSG(test, bad, "thawing the top: %s %s did not thaw", bad,

@@ -152,6 +152,20 @@ void cgk_case_exit(struct kunit *test);
 bool cgk_wait_for(bool (*cond)(void *arg), void *arg, unsigned int timeout_ms);
 
 /*
+ * cgroup files (files.c), opened through a mount of their hierarchy: what
+ * a shell's echo and cat do to them.
+ */
+struct vfsmount;
+struct file;
+
+struct file *cgk_file_open(struct vfsmount *mnt, const char *path, int flags);
+struct file *cgk_file_open_for_test(struct kunit *test, struct vfsmount *mnt,
+				    const char *path);
+int cgk_file_write(struct file *file, const char *text);
+int cgk_file_write_pid(struct file *file, struct task_struct *task, bool tgid);
+ssize_t cgk_file_read(struct vfsmount *mnt, const char *path, char *buf, size_t size);
+
+/*
  * Victims (victims.c): kthreads that workers move between cgroups. Each is
  * its own thread group; with CGK_VICTIM_FORK it keeps forking children that
  * live a little in its cgroup and exit, with CGK_VICTIM_THREADS it keeps
@@ -187,6 +201,8 @@ struct cgk_herd;
  * @threads: extra threads of its group that have not exited yet
  * @forks: children forked so far; written by the victim only
  * @thread_forks: threads added so far; written by the victim only
+ * @fork_eagain: forks refused with -EAGAIN (a pids limit); victim only
+ * @fork_errors: forks that failed otherwise; written by the victim only
  * @child_pid: pid of the last child forked; written by the victim only
  * @loops: turns of its loop, to see that it runs; written by the victim only
  * @start_error: what went wrong when a CGK_VICTIM_USER victim started
@@ -199,6 +215,8 @@ struct cgk_victim {
 	atomic_t threads;
 	unsigned long forks;
 	unsigned long thread_forks;
+	unsigned long fork_eagain;
+	unsigned long fork_errors;
 	pid_t child_pid;
 	unsigned long loops;
 	int start_error;
@@ -232,6 +250,7 @@ struct task_struct *cgk_herd_restart(struct cgk_herd *herd, unsigned int i,
 				     const char *name);
 bool cgk_victim_dead(struct cgk_victim *v);
 void cgk_herd_stop_forking(struct cgk_herd *herd);
+bool cgk_herd_settled(struct kunit *test, struct cgk_herd *herd, unsigned int timeout_ms);
 bool cgk_herd_stop(struct cgk_herd *herd, unsigned int timeout_ms);
 unsigned long cgk_herd_forks(struct cgk_herd *herd);
 unsigned long cgk_herd_thread_forks(struct cgk_herd *herd);

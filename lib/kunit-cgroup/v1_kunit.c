@@ -49,7 +49,6 @@
 #include <linux/file.h>
 #include <linux/fs.h>
 #include <linux/mount.h>
-#include <linux/namei.h>
 #include <linux/mutex.h>
 #include <linux/rwsem.h>
 #include <linux/sched/signal.h>
@@ -165,22 +164,6 @@ static unsigned int v1_live_tasks(struct cgroup *cgrp)
 
 /* ---- the operations ----------------------------------------------------- */
 
-/* Write @task's pid to @file, as a shell's echo would. */
-static int v1_write_pid(struct file *file, struct task_struct *task, bool tgid)
-{
-	char buf[16];
-	loff_t pos = 0;
-	ssize_t ret;
-	int len;
-
-	len = snprintf(buf, sizeof(buf), "%d\n",
-		       tgid ? task_tgid_vnr(task) : task_pid_vnr(task));
-	ret = kernel_write(file, buf, len, &pos);
-	if (ret < 0)
-		return ret;
-	return ret == len ? 0 : -EIO;
-}
-
 static void v1_move_step(struct cgk_worker *w)
 {
 	struct v1_case *c = w->gang->data;
@@ -196,9 +179,9 @@ static void v1_move_step(struct cgk_worker *w)
 	if (via == V1_VIA_KUNIT)
 		ret = cgroup_procs_write_for_test(on_v1 ? c->v1[dst] : c->dfl[dst], task);
 	else if (on_v1)
-		ret = v1_write_pid(c->v1_file[dst][via], task, via == V1_VIA_PROCS);
+		ret = cgk_file_write_pid(c->v1_file[dst][via], task, via == V1_VIA_PROCS);
 	else
-		ret = v1_write_pid(c->dfl_procs[dst], task, true);
+		ret = cgk_file_write_pid(c->dfl_procs[dst], task, true);
 	if (ret) {
 		cgk_fail(w, "moving a victim to %s%s: %d", on_v1 ? "v1 " : "",
 			 on_v1 ? v1_name[dst] : v1_dfl_name[dst], ret);
@@ -488,21 +471,6 @@ static int v1_path(char *buf, size_t size, int i)
 	return scnprintf(buf, size, "%s/", v1_name[i]);
 }
 
-/* Open a cgroup file for writing through @mnt; fails @test if it cannot. */
-static struct file *v1_open(struct kunit *test, struct vfsmount *mnt, const char *path)
-{
-	struct path p;
-	struct file *file;
-	int ret;
-
-	ret = vfs_path_lookup(mnt->mnt_root, mnt, path, 0, &p);
-	KUNIT_ASSERT_EQ_MSG(test, ret, 0, "looking up %s", path);
-	file = dentry_open(&p, O_WRONLY, current_cred());
-	path_put(&p);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL_MSG(test, file, "opening %s", path);
-	return file;
-}
-
 static struct v1_case *v1_setup(struct kunit *test, unsigned long flags,
 				unsigned int nr_victims)
 {
@@ -552,15 +520,15 @@ static struct v1_case *v1_setup(struct kunit *test, unsigned long flags,
 	for (i = 0; i < V1_NR_DFL; i++) {
 		snprintf(path, sizeof(path), "%s/%s%scgroup.procs", name,
 			 i ? v1_dfl_name[i] : "", i ? "/" : "");
-		c->dfl_procs[i] = v1_open(test, c->dfl_mnt, path);
+		c->dfl_procs[i] = cgk_file_open_for_test(test, c->dfl_mnt, path);
 	}
 	for (i = 0; i < V1_NR_V1; i++) {
 		int len = v1_path(path, sizeof(path), i);
 
 		strscpy(path + len, "cgroup.procs", sizeof(path) - len);
-		c->v1_file[i][V1_VIA_PROCS] = v1_open(test, c->mnt, path);
+		c->v1_file[i][V1_VIA_PROCS] = cgk_file_open_for_test(test, c->mnt, path);
 		strscpy(path + len, "tasks", sizeof(path) - len);
-		c->v1_file[i][V1_VIA_TASKS] = v1_open(test, c->mnt, path);
+		c->v1_file[i][V1_VIA_TASKS] = cgk_file_open_for_test(test, c->mnt, path);
 	}
 
 	c->nr_victims = nr_victims;

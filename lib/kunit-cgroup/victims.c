@@ -71,9 +71,13 @@ static void cgk_victim_fork(struct cgk_victim *v)
 
 	atomic_inc(&v->children);
 	pid = kernel_thread(cgk_child_fn, v, "cgk-child",
-			    CLONE_PARENT | CLONE_FILES);
+			    CLONE_PARENT | CLONE_FS | CLONE_FILES);
 	if (pid < 0) {
 		atomic_dec(&v->children);
+		if (pid == -EAGAIN)
+			WRITE_ONCE(v->fork_eagain, v->fork_eagain + 1);
+		else
+			WRITE_ONCE(v->fork_errors, v->fork_errors + 1);
 		return;
 	}
 	WRITE_ONCE(v->forks, v->forks + 1);
@@ -99,6 +103,8 @@ static int cgk_victim_fn(void *arg)
 			cgk_victim_fork(v);
 			busy = true;
 		}
+		/* Orders what this turn counted before it: cgk_herd_settled(). */
+		smp_store_release(&v->loops, v->loops + 1);
 		if (busy)
 			cond_resched();
 		else
@@ -410,6 +416,51 @@ bool cgk_herd_stop(struct cgk_herd *herd, unsigned int timeout_ms)
 		}
 	}
 	return cgk_wait_for(cgk_herd_quiet, herd, timeout_ms);
+}
+
+struct cgk_herd_turns {
+	struct cgk_herd *herd;
+	unsigned long *loops;
+};
+
+static bool cgk_herd_turned(void *arg)
+{
+	struct cgk_herd_turns *t = arg;
+	unsigned int i;
+
+	for (i = 0; i < t->herd->nr; i++) {
+		/* Pairs with the victim's release: its counters are seen. */
+		if (smp_load_acquire(&t->herd->victims[i].loops) < t->loops[i] + 2)
+			return false;
+	}
+	return true;
+}
+
+/**
+ * cgk_herd_settled - stop forking and wait until no fork is in flight
+ * @test: the case, for memory
+ * @herd: a herd of kthread victims, all started
+ * @timeout_ms: how long to wait
+ *
+ * Once every victim has turned its loop twice after forking stopped, a
+ * fork it had started has finished and its counters (forks, fork_eagain,
+ * fork_errors) are final.
+ *
+ * Return: true if every victim turned in time.
+ */
+bool cgk_herd_settled(struct kunit *test, struct cgk_herd *herd, unsigned int timeout_ms)
+{
+	struct cgk_herd_turns t = { .herd = herd };
+	unsigned int i;
+
+	t.loops = kunit_kcalloc(test, herd->nr, sizeof(*t.loops), GFP_KERNEL);
+	if (!t.loops)
+		return false;
+	cgk_herd_stop_forking(herd);
+	for (i = 0; i < herd->nr; i++)
+		/* Pairs with the victim's release, as in cgk_herd_turned(). */
+		t.loops[i] = smp_load_acquire(&herd->victims[i].loops);
+	return cgk_wait_for(cgk_herd_turned, &t, timeout_ms);
 }
 
 /**

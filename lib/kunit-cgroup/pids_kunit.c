@@ -1,0 +1,400 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * cgroup_pids: the pids controller's limit racing fork, exit and migration.
+ *
+ * What races: in a test hierarchy on the default root with the pids
+ * controller enabled (top; lim, free0 and free1 in it), resident victim
+ * kthreads in lim keep forking children that exit soon after, more than
+ * lim's pids.max admits, so forks are refused in pids_can_fork() all the
+ * time, while migrant victims, forking as well, are moved between free0
+ * and free1 by writes to their cgroup.procs files (charging the
+ * destination and uncharging the source in the pids controller's attach
+ * callbacks), and a sampler reads lim's pids.current and pids.peak.
+ * Migrations never enter lim: a migration may take a cgroup over its
+ * limit by design, which would make the first invariant below inexact.
+ *
+ * Invariants:
+ *  - lim's pids.current and pids.peak never exceed its pids.max, at every
+ *    sample and at the end; the refusals all show up as -EAGAIN;
+ *  - once the victims stopped forking, the "max" count of lim's and top's
+ *    pids.events equals the number of forks refused to the residents:
+ *    each refusal is counted once, at the cgroup whose limit refused it
+ *    and at its ancestors;
+ *  - every pids.current of the hierarchy is back at 0 once the victims
+ *    exited, css task iterators agree with the bookkeeping, and the
+ *    css_sets and cgroups are back to their baseline after teardown.
+ * The oracle (harness.c) fails a case on any lockdep, KCSAN, KASAN,
+ * refcount_t or WARNING report. It is built only with CONFIG_CGROUP_PIDS
+ * (the x86_64-kasan and um-coverage profiles).
+ */
+
+#include <linux/cgroup.h>
+#include <linux/delay.h>
+#include <linux/file.h>
+#include <linux/fs.h>
+#include <linux/mount.h>
+#include <linux/mutex.h>
+
+#include "harness.h"
+
+#define PD_NR_CGROUPS		4	/* top; lim, free0 and free1 in it */
+#define PD_LIM			1
+#define PD_LIMIT		3	/* lim's pids.max */
+#define PD_RESIDENTS		2	/* victims that live in lim */
+/* Exiting tasks and removed cgroups are freed after RCU: wait for them. */
+#define PD_SETTLE_TIMEOUT_MS	10000
+
+static const char * const pd_name[PD_NR_CGROUPS] = { "top", "lim", "free0", "free1" };
+
+struct pd_victim {
+	struct cgk_victim *cv;
+	struct mutex lock;		/* held by the worker moving it */
+	int cg;				/* bookkeeping: where it is */
+};
+
+struct pd_case {
+	struct kunit *test;
+	struct cgroup *cg[PD_NR_CGROUPS];
+	struct vfsmount *mnt;
+	struct file *procs[PD_NR_CGROUPS];
+	char top_name[48];
+	bool root_enabled;		/* we enabled pids in the root */
+	struct cgk_herd *herd;
+	struct pd_victim *victims;
+	unsigned int nr_victims;
+	atomic_long_t moves, samples;
+	unsigned int base_css_sets;
+	int base_nr_cgrps;
+};
+
+/* Read a number from a cgroup file of @i: "<key> N" or just "N". */
+static int pd_read(struct pd_case *c, int i, const char *file, const char *key, s64 *val)
+{
+	char path[96], buf[64];
+	const char *p = buf;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "%s/%s%s%s", c->top_name, i ? pd_name[i] : "",
+		 i ? "/" : "", file);
+	n = cgk_file_read(c->mnt, path, buf, sizeof(buf));
+	if (n < 0)
+		return n;
+	if (key) {
+		p = strstr(buf, key);
+		if (!p)
+			return -ENOENT;
+		p += strlen(key);
+	}
+	return sscanf(p, "%lld", val) == 1 ? 0 : -EINVAL;
+}
+
+/* ---- workers ------------------------------------------------------------ */
+
+static void pd_sample_step(struct cgk_worker *w)
+{
+	struct pd_case *c = w->gang->data;
+	s64 cur, peak;
+
+	/*
+	 * pids.current itself may show one over the limit per racing fork:
+	 * pids_try_charge() adds before it compares, and takes it back. The
+	 * high-water mark only takes admitted charges.
+	 */
+	if (pd_read(c, PD_LIM, "pids.current", NULL, &cur) ||
+	    pd_read(c, PD_LIM, "pids.peak", NULL, &peak)) {
+		cgk_fail(w, "reading lim's pids.current and pids.peak failed");
+		return;
+	}
+	if (peak > PD_LIMIT)
+		cgk_fail(w, "lim: pids.peak %lld over pids.max %d (pids.current %lld)",
+			 peak, PD_LIMIT, cur);
+	atomic_long_inc(&c->samples);
+	usleep_range(100, 300);
+}
+
+static void pd_move_step(struct cgk_worker *w)
+{
+	struct pd_case *c = w->gang->data;
+	unsigned int i = PD_RESIDENTS + cgk_rand(w, c->nr_victims - PD_RESIDENTS);
+	struct pd_victim *v = &c->victims[i];
+	int dst = v->cg == 2 ? 3 : 2;
+	int ret;
+
+	if (!mutex_trylock(&v->lock))
+		return;
+	ret = cgk_file_write_pid(c->procs[dst], v->cv->task, true);
+	if (ret) {
+		cgk_fail(w, "moving a victim to %s: %d", pd_name[dst], ret);
+	} else {
+		v->cg = dst;
+		atomic_long_inc(&c->moves);
+	}
+	mutex_unlock(&v->lock);
+}
+
+static void pd_step(struct cgk_worker *w)
+{
+	if (w->index == 0)
+		pd_sample_step(w);
+	else
+		pd_move_step(w);
+}
+
+static const struct cgk_gang_ops pd_gang_ops = {
+	.step = pd_step,
+};
+
+/* ---- fixture ------------------------------------------------------------ */
+
+static bool pd_removed(void *arg)
+{
+	struct pd_case *c = arg;
+	int i, busy = 0;
+
+	for (i = PD_NR_CGROUPS - 1; i >= 0; i--) {
+		if (!c->cg[i])
+			continue;
+		if (cgroup_destroy_for_test(c->cg[i]) == -EBUSY) {
+			busy++;
+			continue;
+		}
+		cgroup_put(c->cg[i]);
+		c->cg[i] = NULL;
+	}
+	return !busy;
+}
+
+/* Cleanup action: stop the victims, remove the hierarchy, restore the root. */
+static void pd_teardown(void *arg)
+{
+	struct pd_case *c = arg;
+	int i;
+
+	if (!cgk_herd_stop(c->herd, PD_SETTLE_TIMEOUT_MS))
+		KUNIT_FAIL(c->test, "children still there %d ms after the victims stopped",
+			   PD_SETTLE_TIMEOUT_MS);
+	for (i = 0; i < PD_NR_CGROUPS; i++) {
+		if (c->procs[i])
+			fput(c->procs[i]);
+		c->procs[i] = NULL;
+	}
+	/* A kthread's last fput() is deferred: the mount stays until then. */
+	flush_delayed_fput();
+	if (c->mnt)
+		kern_unmount(c->mnt);
+	c->mnt = NULL;
+	if (!cgk_wait_for(pd_removed, c, PD_SETTLE_TIMEOUT_MS))
+		KUNIT_FAIL(c->test, "test cgroups still busy %d ms after the victims exited",
+			   PD_SETTLE_TIMEOUT_MS);
+	else if (c->root_enabled &&
+		 cgroup_subtree_control_write_for_test(&cgrp_dfl_root.cgrp, "-pids"))
+		KUNIT_FAIL(c->test, "could not disable pids in the root again");
+	c->root_enabled = false;
+}
+
+static int pd_write_max(struct kunit *test, struct vfsmount *mnt, const char *path)
+{
+	struct file *max = cgk_file_open_for_test(test, mnt, path);
+	char buf[16];
+	int ret;
+
+	snprintf(buf, sizeof(buf), "%d\n", PD_LIMIT);
+	ret = cgk_file_write(max, buf);
+	fput(max);
+	return ret;
+}
+
+static struct pd_case *pd_setup(struct kunit *test, unsigned int nr_victims)
+{
+	struct cgroup *root = NULL;
+	struct vfsmount *mnt;
+	struct pd_case *c;
+	char path[96];
+	unsigned int i;
+	int ret;
+
+	c = kunit_kzalloc(test, sizeof(*c), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, c);
+	c->test = test;
+	c->victims = kunit_kcalloc(test, nr_victims, sizeof(*c->victims), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, c->victims);
+	c->herd = cgk_herd_alloc(test, nr_victims, CGK_VICTIM_FORK);
+	KUNIT_ASSERT_NOT_NULL(test, c->herd);
+
+	c->base_css_sets = cgroup_nr_css_sets_for_test();
+	c->base_nr_cgrps = atomic_read(&cgrp_dfl_root.nr_cgrps);
+	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, pd_teardown, c));
+
+	if (!(cgrp_dfl_root.cgrp.subtree_control & BIT(pids_cgrp_id))) {
+		ret = cgroup_subtree_control_write_for_test(&cgrp_dfl_root.cgrp, "+pids");
+		KUNIT_ASSERT_EQ_MSG(test, ret, 0, "enabling pids in the root");
+		c->root_enabled = true;
+	}
+	/* The top gets a unique name: a failed case may leave one. */
+	snprintf(c->top_name, sizeof(c->top_name), "cgk-pids-%d", test->param_index);
+	for (i = 0; i < PD_NR_CGROUPS; i++) {
+		c->cg[i] = cgroup_create_for_test(i ? c->cg[0] : &cgrp_dfl_root.cgrp,
+						  i ? pd_name[i] : c->top_name);
+		KUNIT_ASSERT_NOT_ERR_OR_NULL_MSG(test, c->cg[i], "creating %s", pd_name[i]);
+		if (!i)
+			KUNIT_ASSERT_EQ(test, 0,
+					cgroup_subtree_control_write_for_test(c->cg[0], "+pids"));
+	}
+
+	mnt = cgroup_mount_for_test(NULL, &root);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL_MSG(test, mnt, "mounting the default hierarchy");
+	c->mnt = mnt;
+	for (i = 1; i < PD_NR_CGROUPS; i++) {
+		snprintf(path, sizeof(path), "%s/%s/cgroup.procs", c->top_name, pd_name[i]);
+		c->procs[i] = cgk_file_open_for_test(test, c->mnt, path);
+	}
+	snprintf(path, sizeof(path), "%s/lim/pids.max", c->top_name);
+	KUNIT_ASSERT_EQ_MSG(test, pd_write_max(test, c->mnt, path), 0, "writing %s", path);
+
+	/*
+	 * A migration into lim is charged whatever its limit: let no victim
+	 * fork before all are in place, or the residents moved in last would
+	 * take lim over its pids.max.
+	 */
+	WRITE_ONCE(c->herd->stop_forking, true);
+	c->nr_victims = nr_victims;
+	for (i = 0; i < nr_victims; i++) {
+		struct pd_victim *v = &c->victims[i];
+		struct task_struct *task;
+		int dst = i < PD_RESIDENTS ? PD_LIM : 2 + i % 2;
+
+		v->cv = &c->herd->victims[i];
+		mutex_init(&v->lock);
+		task = cgk_herd_start(c->herd, i, "cgk-pids");
+		KUNIT_ASSERT_NOT_ERR_OR_NULL(test, task);
+		KUNIT_ASSERT_EQ(test, 0, cgk_file_write_pid(c->procs[dst], task, true));
+		v->cg = dst;
+	}
+	WRITE_ONCE(c->herd->stop_forking, false);
+	return c;
+}
+
+/* ---- checks ------------------------------------------------------------- */
+
+static void pd_check_membership(struct pd_case *c)
+{
+	struct kunit *test = c->test;
+	unsigned int i;
+	int cg;
+
+	for (cg = 1; cg < PD_NR_CGROUPS; cg++) {
+		struct css_task_iter it;
+		struct task_struct *task;
+		unsigned int expected = 0, found = 0;
+
+		css_task_iter_start(&c->cg[cg]->self, 0, &it);
+		while ((task = css_task_iter_next(&it))) {
+			for (i = 0; i < c->nr_victims; i++)
+				found += c->victims[i].cv->task == task;
+		}
+		css_task_iter_end(&it);
+		for (i = 0; i < c->nr_victims; i++)
+			expected += c->victims[i].cg == cg;
+		KUNIT_EXPECT_EQ_MSG(test, found, expected,
+				    "%s: task iterator and bookkeeping disagree", pd_name[cg]);
+	}
+}
+
+static bool pd_quiet(void *arg)
+{
+	struct pd_case *c = arg;
+	s64 cur;
+
+	/* Only the residents themselves are left in lim. */
+	return !pd_read(c, PD_LIM, "pids.current", NULL, &cur) && cur == PD_RESIDENTS;
+}
+
+/* Refusals: counted once per refused fork, where the limit is and above. */
+static void pd_check_events(struct pd_case *c)
+{
+	struct kunit *test = c->test;
+	unsigned long refused = 0, errors = 0;
+	s64 lim_max = -1, top_max = -1, peak = -1;
+	unsigned int i;
+
+	KUNIT_EXPECT_TRUE_MSG(test, cgk_herd_settled(test, c->herd, PD_SETTLE_TIMEOUT_MS),
+			      "victims did not finish their last forks");
+	KUNIT_EXPECT_TRUE_MSG(test, cgk_wait_for(pd_quiet, c, PD_SETTLE_TIMEOUT_MS),
+			      "lim's children did not exit");
+	for (i = 0; i < c->nr_victims; i++) {
+		if (i < PD_RESIDENTS)
+			refused += READ_ONCE(c->victims[i].cv->fork_eagain);
+		else
+			KUNIT_EXPECT_EQ_MSG(test, READ_ONCE(c->victims[i].cv->fork_eagain), 0UL,
+					    "a fork refused in an unlimited cgroup");
+		errors += READ_ONCE(c->victims[i].cv->fork_errors);
+	}
+	KUNIT_EXPECT_EQ_MSG(test, errors, 0UL, "forks failed other than with -EAGAIN");
+	KUNIT_EXPECT_GT_MSG(test, refused, 0UL, "no fork was refused");
+	KUNIT_EXPECT_EQ(test, 0, pd_read(c, PD_LIM, "pids.events", "max ", &lim_max));
+	KUNIT_EXPECT_EQ(test, 0, pd_read(c, 0, "pids.events", "max ", &top_max));
+	KUNIT_EXPECT_EQ_MSG(test, lim_max, (s64)refused,
+			    "lim's pids.events max %lld, forks refused in it %lu",
+			    lim_max, refused);
+	KUNIT_EXPECT_EQ_MSG(test, top_max, (s64)refused,
+			    "top's pids.events max %lld, forks refused below it %lu",
+			    top_max, refused);
+	KUNIT_EXPECT_EQ(test, 0, pd_read(c, PD_LIM, "pids.peak", NULL, &peak));
+	KUNIT_EXPECT_LE_MSG(test, peak, (s64)PD_LIMIT, "lim's pids.peak over its pids.max");
+	kunit_info(test, "%lu forks refused, lim's pids.peak %lld\n", refused, peak);
+}
+
+static bool pd_settled(void *arg)
+{
+	struct pd_case *c = arg;
+
+	return cgroup_nr_css_sets_for_test() == c->base_css_sets &&
+	       atomic_read(&cgrp_dfl_root.nr_cgrps) == c->base_nr_cgrps;
+}
+
+/* ---- the case ----------------------------------------------------------- */
+
+/* Forks refused at a limit while other victims migrate and fork. */
+static void pids_limit_fork_churn(struct kunit *test)
+{
+	unsigned int nr = cgk_param_threads(test);
+	struct cgk_gang *gang;
+	struct pd_case *c;
+
+	c = pd_setup(test, PD_RESIDENTS + max(nr, 2U));
+	gang = cgk_gang_create(test, max(nr, 2U), &pd_gang_ops, c);
+	KUNIT_ASSERT_NOT_NULL(test, gang);
+	cgk_gang_run(gang);
+	cgk_gang_report(gang);
+
+	kunit_info(test, "%ld moves, %ld samples, %lu forks\n", atomic_long_read(&c->moves),
+		   atomic_long_read(&c->samples), cgk_herd_forks(c->herd));
+	KUNIT_EXPECT_GT_MSG(test, atomic_long_read(&c->moves), 0L, "no move succeeded");
+	pd_check_membership(c);
+	pd_check_events(c);
+
+	kunit_release_action(test, pd_teardown, c);
+	if (!cgk_wait_for(pd_settled, c, PD_SETTLE_TIMEOUT_MS))
+		KUNIT_FAIL(test,
+			   "css_sets %u (baseline %u), cgroups %d (baseline %d) %d ms after teardown",
+			   cgroup_nr_css_sets_for_test(), c->base_css_sets,
+			   atomic_read(&cgrp_dfl_root.nr_cgrps), c->base_nr_cgrps,
+			   PD_SETTLE_TIMEOUT_MS);
+}
+
+static struct kunit_case cgroup_pids_cases[] = {
+	KUNIT_CASE_PARAM_ATTR(pids_limit_fork_churn, cgk_threads_gen,
+			      { .speed = KUNIT_SPEED_SLOW }),
+	{}
+};
+
+static struct kunit_suite cgroup_pids_suite = {
+	.name = "cgroup_pids",
+	.suite_init = cgk_suite_init,
+	.suite_exit = cgk_suite_exit,
+	.init = cgk_case_init,
+	.exit = cgk_case_exit,
+	.test_cases = cgroup_pids_cases,
+};
+
+kunit_test_suite(cgroup_pids_suite);
