@@ -107,8 +107,7 @@ struct fk_case {
 	unsigned int nr_victims;
 	atomic_long_t moves, freezes, thaws, kills, killed, signals, max_pending;
 	struct ucounts *uc;		/* the victims' user's, with FK_SIGNAL */
-	unsigned int base_css_sets;
-	int base_nr_cgrps;
+	struct cgk_baseline base;
 };
 
 /* Whether cgroup @i or an ancestor is set to freeze. */
@@ -156,7 +155,6 @@ static bool fk_populated(struct cgroup *cgrp)
 /* ---- states a victim or cgroup must reach -------------------------------- */
 
 struct fk_want {
-	struct fk_case *c;
 	struct fk_victim *v;
 	unsigned long loops;		/* what the victim's loop had turned */
 	bool frozen;
@@ -178,7 +176,7 @@ static bool fk_victim_reached(void *arg)
 static bool fk_victim_settle(struct fk_case *c, struct fk_victim *v)
 {
 	struct fk_want w = {
-		.c = c, .v = v, .loops = READ_ONCE(v->cv->loops),
+		.v = v, .loops = READ_ONCE(v->cv->loops),
 		.frozen = fk_e_freeze(c, v->cg),
 	};
 
@@ -411,19 +409,10 @@ static const struct cgk_gang_ops fk_gang_ops = {
 static bool fk_removed(void *arg)
 {
 	struct fk_case *c = arg;
-	int i, busy = 0;
+	bool done = true;
 
-	for (i = FK_NR_CGROUPS - 1; i >= 0; i--) {
-		if (!c->cg[i])
-			continue;
-		if (cgroup_destroy_for_test(c->cg[i]) == -EBUSY) {
-			busy++;
-			continue;
-		}
-		cgroup_put(c->cg[i]);
-		c->cg[i] = NULL;
-	}
-	return !busy;
+	done &= cgk_cgroups_remove(c->cg, FK_NR_CGROUPS);
+	return done;
 }
 
 /* Cleanup action: thaw, stop the victims, remove the hierarchy. */
@@ -492,8 +481,7 @@ static struct fk_case *fk_setup(struct kunit *test, unsigned long flags,
 		KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, fk_put_ucounts, c));
 	}
 
-	c->base_css_sets = cgroup_nr_css_sets_for_test();
-	c->base_nr_cgrps = atomic_read(&cgrp_dfl_root.nr_cgrps);
+	cgk_baseline_take(&c->base);
 	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, fk_teardown, c));
 
 	/* The top gets a unique name: a failed case may leave one. */
@@ -636,14 +624,6 @@ static void fk_check_ucounts(struct fk_case *c)
 			   ucounts_nr_hashed_for_uid(c->herd->uid), FK_SETTLE_TIMEOUT_MS);
 }
 
-static bool fk_settled(void *arg)
-{
-	struct fk_case *c = arg;
-
-	return cgroup_nr_css_sets_for_test() == c->base_css_sets &&
-	       atomic_read(&cgrp_dfl_root.nr_cgrps) == c->base_nr_cgrps;
-}
-
 /* ---- the cases ---------------------------------------------------------- */
 
 static void fk_run(struct kunit *test, unsigned long flags)
@@ -674,12 +654,7 @@ static void fk_run(struct kunit *test, unsigned long flags)
 	fk_check_freeze_all(c);
 
 	kunit_release_action(test, fk_teardown, c);
-	if (!cgk_wait_for(fk_settled, c, FK_SETTLE_TIMEOUT_MS))
-		KUNIT_FAIL(test,
-			   "css_sets %u (baseline %u), cgroups %d (baseline %d) %d ms after teardown",
-			   cgroup_nr_css_sets_for_test(), c->base_css_sets,
-			   atomic_read(&cgrp_dfl_root.nr_cgrps), c->base_nr_cgrps,
-			   FK_SETTLE_TIMEOUT_MS);
+	cgk_expect_baseline(test, &c->base, FK_SETTLE_TIMEOUT_MS);
 	if (flags & FK_SIGNAL)
 		fk_check_ucounts(c);
 }

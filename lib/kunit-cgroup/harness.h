@@ -152,8 +152,8 @@ void cgk_case_exit(struct kunit *test);
 bool cgk_wait_for(bool (*cond)(void *arg), void *arg, unsigned int timeout_ms);
 
 /*
- * cgroup files (files.c), opened through a mount of their hierarchy: what
- * a shell's echo and cat do to them.
+ * Test hierarchies (files.c): cgroup files opened through a mount of their
+ * hierarchy (what a shell's echo and cat do to them), removal, baselines.
  */
 struct vfsmount;
 struct file;
@@ -164,6 +164,19 @@ struct file *cgk_file_open_for_test(struct kunit *test, struct vfsmount *mnt,
 int cgk_file_write(struct file *file, const char *text);
 int cgk_file_write_pid(struct file *file, struct task_struct *task, bool tgid);
 ssize_t cgk_file_read(struct vfsmount *mnt, const char *path, char *buf, size_t size);
+
+struct cgroup;
+
+/* What a case must leave as it found: css_sets, cgroups on the default root. */
+struct cgk_baseline {
+	unsigned int css_sets;
+	int nr_cgrps;
+};
+
+bool cgk_cgroups_remove(struct cgroup **cgrps, int nr);
+void cgk_baseline_take(struct cgk_baseline *b);
+void cgk_expect_baseline(struct kunit *test, const struct cgk_baseline *b,
+			 unsigned int timeout_ms);
 
 /*
  * Victims (victims.c): kthreads that workers move between cgroups. Each is

@@ -63,8 +63,7 @@ struct pd_case {
 	struct pd_victim *victims;
 	unsigned int nr_victims;
 	atomic_long_t moves, samples;
-	unsigned int base_css_sets;
-	int base_nr_cgrps;
+	struct cgk_baseline base;
 };
 
 /* Read a number from a cgroup file of @i: "<key> N" or just "N". */
@@ -149,19 +148,10 @@ static const struct cgk_gang_ops pd_gang_ops = {
 static bool pd_removed(void *arg)
 {
 	struct pd_case *c = arg;
-	int i, busy = 0;
+	bool done = true;
 
-	for (i = PD_NR_CGROUPS - 1; i >= 0; i--) {
-		if (!c->cg[i])
-			continue;
-		if (cgroup_destroy_for_test(c->cg[i]) == -EBUSY) {
-			busy++;
-			continue;
-		}
-		cgroup_put(c->cg[i]);
-		c->cg[i] = NULL;
-	}
-	return !busy;
+	done &= cgk_cgroups_remove(c->cg, PD_NR_CGROUPS);
+	return done;
 }
 
 /* Cleanup action: stop the victims, remove the hierarchy, restore the root. */
@@ -221,8 +211,7 @@ static struct pd_case *pd_setup(struct kunit *test, unsigned int nr_victims)
 	c->herd = cgk_herd_alloc(test, nr_victims, CGK_VICTIM_FORK);
 	KUNIT_ASSERT_NOT_NULL(test, c->herd);
 
-	c->base_css_sets = cgroup_nr_css_sets_for_test();
-	c->base_nr_cgrps = atomic_read(&cgrp_dfl_root.nr_cgrps);
+	cgk_baseline_take(&c->base);
 	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, pd_teardown, c));
 
 	if (!(cgrp_dfl_root.cgrp.subtree_control & BIT(pids_cgrp_id))) {
@@ -344,14 +333,6 @@ static void pd_check_events(struct pd_case *c)
 	kunit_info(test, "%lu forks refused, lim's pids.peak %lld\n", refused, peak);
 }
 
-static bool pd_settled(void *arg)
-{
-	struct pd_case *c = arg;
-
-	return cgroup_nr_css_sets_for_test() == c->base_css_sets &&
-	       atomic_read(&cgrp_dfl_root.nr_cgrps) == c->base_nr_cgrps;
-}
-
 /* ---- the case ----------------------------------------------------------- */
 
 /* Forks refused at a limit while other victims migrate and fork. */
@@ -374,12 +355,7 @@ static void pids_limit_fork_churn(struct kunit *test)
 	pd_check_events(c);
 
 	kunit_release_action(test, pd_teardown, c);
-	if (!cgk_wait_for(pd_settled, c, PD_SETTLE_TIMEOUT_MS))
-		KUNIT_FAIL(test,
-			   "css_sets %u (baseline %u), cgroups %d (baseline %d) %d ms after teardown",
-			   cgroup_nr_css_sets_for_test(), c->base_css_sets,
-			   atomic_read(&cgrp_dfl_root.nr_cgrps), c->base_nr_cgrps,
-			   PD_SETTLE_TIMEOUT_MS);
+	cgk_expect_baseline(test, &c->base, PD_SETTLE_TIMEOUT_MS);
 }
 
 static struct kunit_case cgroup_pids_cases[] = {

@@ -103,8 +103,7 @@ struct v1_case {
 	atomic_long_t moves, file_writes, attach_alls, transfers, transferred, churns;
 	int churn_ids[V1_MAX_CHURN];
 	unsigned int nr_churn_ids, churn_gen;
-	unsigned int base_css_sets;
-	int base_nr_cgrps;
+	struct cgk_baseline base;
 };
 
 static struct cgroup *v1_dfl_of(struct task_struct *task)
@@ -395,29 +394,11 @@ static const struct cgk_gang_ops v1_gang_ops = {
 static bool v1_removed(void *arg)
 {
 	struct v1_case *c = arg;
-	int i, busy = 0;
+	bool done = true;
 
-	for (i = V1_NR_V1 - 1; i > 0; i--) {
-		if (!c->v1[i])
-			continue;
-		if (cgroup_destroy_for_test(c->v1[i]) == -EBUSY) {
-			busy++;
-			continue;
-		}
-		cgroup_put(c->v1[i]);
-		c->v1[i] = NULL;
-	}
-	for (i = V1_NR_DFL - 1; i >= 0; i--) {
-		if (!c->dfl[i])
-			continue;
-		if (cgroup_destroy_for_test(c->dfl[i]) == -EBUSY) {
-			busy++;
-			continue;
-		}
-		cgroup_put(c->dfl[i]);
-		c->dfl[i] = NULL;
-	}
-	return !busy;
+	done &= cgk_cgroups_remove(c->v1 + 1, V1_NR_V1 - 1);
+	done &= cgk_cgroups_remove(c->dfl, V1_NR_DFL);
+	return done;
 }
 
 static void v1_close_files(struct v1_case *c)
@@ -490,8 +471,7 @@ static struct v1_case *v1_setup(struct kunit *test, unsigned long flags,
 	c->herd = cgk_herd_alloc(test, nr_victims, CGK_VICTIM_FORK);
 	KUNIT_ASSERT_NOT_NULL(test, c->herd);
 
-	c->base_css_sets = cgroup_nr_css_sets_for_test();
-	c->base_nr_cgrps = atomic_read(&cgrp_dfl_root.nr_cgrps);
+	cgk_baseline_take(&c->base);
 	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, v1_teardown, c));
 
 	/* Unique names: a failed case may leave its hierarchies behind. */
@@ -612,14 +592,6 @@ static bool v1_all_gone(void *arg)
 	return !v1_nr_left(arg);
 }
 
-static bool v1_settled(void *arg)
-{
-	struct v1_case *c = arg;
-
-	return cgroup_nr_css_sets_for_test() == c->base_css_sets &&
-	       atomic_read(&cgrp_dfl_root.nr_cgrps) == c->base_nr_cgrps;
-}
-
 /* ---- the cases ---------------------------------------------------------- */
 
 static void v1_run(struct kunit *test, unsigned long flags)
@@ -663,12 +635,7 @@ static void v1_run(struct kunit *test, unsigned long flags)
 		KUNIT_FAIL(test,
 			   "%u of the %u hierarchies mounted are still there %d ms after their unmount",
 			   v1_nr_left(c), c->nr_churn_ids + 1, V1_SETTLE_TIMEOUT_MS);
-	if (!cgk_wait_for(v1_settled, c, V1_SETTLE_TIMEOUT_MS))
-		KUNIT_FAIL(test,
-			   "css_sets %u (baseline %u), cgroups %d (baseline %d) %d ms after teardown",
-			   cgroup_nr_css_sets_for_test(), c->base_css_sets,
-			   atomic_read(&cgrp_dfl_root.nr_cgrps), c->base_nr_cgrps,
-			   V1_SETTLE_TIMEOUT_MS);
+	cgk_expect_baseline(test, &c->base, V1_SETTLE_TIMEOUT_MS);
 }
 
 /* Moves on both hierarchies, attach-to-all and transfers, racing fork. */
