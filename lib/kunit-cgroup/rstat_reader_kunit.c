@@ -29,6 +29,14 @@
  *    letting updaters charge them and readers read them, and removing them
  *    while readers still hold them; once everything is freed, the top's
  *    totals equal what was charged below it, exactly.
+ *  - reader_file: the same as reader_fresh, with updaters charging user
+ *    and system time as well, and readers reading cpu.stat through the
+ *    file, as userspace does, of the top, a leaf or the root cgroup (whose
+ *    stats come from the system-wide CPU stats instead). Each read must
+ *    show at least what was charged before it began, user_usec plus
+ *    system_usec must make usage_usec (exact in ns, so within 1 us once
+ *    each is cut to us), and no field may go backwards between two reads of
+ *    a reader.
  * After each case, cgroups and css_sets are back to their baseline. The
  * oracle (harness.c) fails a case on any lockdep, KCSAN, KASAN or WARNING
  * report.
@@ -37,7 +45,10 @@
 #include <linux/cgroup.h>
 #include <linux/cpumask.h>
 #include <linux/delay.h>
+#include <linux/file.h>
+#include <linux/fs.h>
 #include <linux/kernel_stat.h>
+#include <linux/mount.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
@@ -48,7 +59,7 @@
 #define RR_MAX_DELTA		1000	/* ns per charge */
 #define RR_SETTLE_TIMEOUT_MS	10000
 
-enum rr_kind { RR_TORN, RR_FRESH, RR_FRESH_REMOVAL };
+enum rr_kind { RR_TORN, RR_FRESH, RR_FRESH_REMOVAL, RR_FILE };
 
 /* A cgroup the case reads, with what was charged to it and below it. */
 struct rr_node {
@@ -75,13 +86,18 @@ struct rr_case {
 	unsigned int eph_gen;
 	atomic64_t removed_charged;	/* to removed leaves: in top's total */
 	atomic_long_t reads, flushes, removed;
+	/* RR_FILE: a mount of the default hierarchy, and the top's name */
+	struct vfsmount *mnt;
+	char name[32];
 	unsigned int base_css_sets;
 	int base_nr_cgrps;
 };
 
-/* What one reader saw last. */
+/* What one reader saw last: the top, the leaves, the root (RR_FILE). */
 struct rr_seen {
-	u64 usage[1 + RR_NR_LEAVES];
+	u64 usage[2 + RR_NR_LEAVES];
+	u64 user[2 + RR_NR_LEAVES];
+	u64 system[2 + RR_NR_LEAVES];
 };
 
 /* ---- roles -------------------------------------------------------------- */
@@ -185,6 +201,12 @@ static void rr_fresh_update(struct cgk_worker *w, struct rr_case *c)
 	if (!charged) {
 		struct rr_node *n = &c->leaf[cgk_rand(w, RR_NR_LEAVES)];
 
+		if (c->kind == RR_FILE) {
+			/* cpu.stat splits usage in this ratio, less what rounds */
+			__cgroup_account_cputime_field(n->cgrp, CPUTIME_USER, d);
+			__cgroup_account_cputime_field(n->cgrp, CPUTIME_SYSTEM, 2 * d);
+			d *= 3;
+		}
 		__cgroup_account_cputime(n->cgrp, d);
 		/* value-returning: ordered after the charge */
 		atomic64_add_return(d, &n->charged);
@@ -248,6 +270,83 @@ static void rr_fresh_read(struct cgk_worker *w, struct rr_case *c)
 	atomic_long_inc(&c->reads);
 }
 
+#ifdef CGK_TEST_MOUNTS
+/* ---- reads through the file --------------------------------------------- */
+
+static bool rr_file_check(struct cgk_worker *w, const char *what, unsigned int slot,
+			  u64 before, const char *path)
+{
+	struct rr_case *c = w->gang->data;
+	struct rr_seen *seen = w->priv;
+	u64 usage, user, system;
+	char buf[256];
+	ssize_t ret;
+
+	ret = cgk_file_read(c->mnt, path, buf, sizeof(buf));
+	if (ret < 0) {
+		cgk_fail(w, "%s: reading %s: %zd", what, path, ret);
+		return false;
+	}
+	if (sscanf(buf, "usage_usec %llu user_usec %llu system_usec %llu",
+		   &usage, &user, &system) != 3) {
+		cgk_fail(w, "%s: %s does not start with usage, user and system: \"%.60s\"",
+			 what, path, buf);
+		return false;
+	}
+	if (usage < div_u64(before, NSEC_PER_USEC)) {
+		cgk_fail(w,
+			 "%s: cpu.stat shows usage_usec %llu, but %llu ns was charged before the read began",
+			 what, usage, before);
+		return false;
+	}
+	if (user + system > usage || user + system + 1 < usage) {
+		cgk_fail(w,
+			 "%s: cpu.stat shows user_usec %llu + system_usec %llu for usage_usec %llu",
+			 what, user, system, usage);
+		return false;
+	}
+	if (usage < seen->usage[slot] || user < seen->user[slot] ||
+	    system < seen->system[slot]) {
+		cgk_fail(w,
+			 "%s: cpu.stat went backwards: usage/user/system_usec %llu/%llu/%llu after %llu/%llu/%llu",
+			 what, usage, user, system, seen->usage[slot],
+			 seen->user[slot], seen->system[slot]);
+		return false;
+	}
+	seen->usage[slot] = usage;
+	seen->user[slot] = user;
+	seen->system[slot] = system;
+	return true;
+}
+
+static void rr_file_read(struct cgk_worker *w, struct rr_case *c)
+{
+	unsigned int i = cgk_rand(w, 2 + RR_NR_LEAVES);
+	char what[16], path[64];
+	u64 before = 0;
+
+	if (i == 1 + RR_NR_LEAVES) {
+		/* The root's stats are the CPUs', nothing the ledger has. */
+		strscpy(what, "root");
+		strscpy(path, "cpu.stat");
+	} else if (i) {
+		before = atomic64_read_acquire(&c->leaf[i - 1].charged);
+		snprintf(what, sizeof(what), "leaf%u", i - 1);
+		snprintf(path, sizeof(path), "%s/leaf%u/cpu.stat", c->name, i - 1);
+	} else {
+		before = atomic64_read_acquire(&c->top.charged);
+		strscpy(what, "top");
+		snprintf(path, sizeof(path), "%s/cpu.stat", c->name);
+	}
+	if (rr_file_check(w, what, i, before, path))
+		atomic_long_inc(&c->reads);
+}
+#else
+static void rr_file_read(struct cgk_worker *w, struct rr_case *c)
+{
+}
+#endif /* CGK_TEST_MOUNTS */
+
 /* Create a leaf, let others charge and read it, remove it while they do. */
 static void rr_churn(struct cgk_worker *w, struct rr_case *c)
 {
@@ -307,7 +406,10 @@ static void rr_step(struct cgk_worker *w)
 		rr_fresh_flush(w, c);
 		break;
 	case RR_READER:
-		rr_fresh_read(w, c);
+		if (c->kind == RR_FILE)
+			rr_file_read(w, c);
+		else
+			rr_fresh_read(w, c);
 		break;
 	case RR_CHURNER:
 		rr_churn(w, c);
@@ -336,6 +438,12 @@ static void rr_teardown(void *arg)
 			KUNIT_FAIL(c->test, "removing a test cgroup: %d", ret);
 		cgroup_put(n->cgrp);
 		n->cgrp = NULL;
+	}
+	if (c->mnt) {
+		/* the workers' last fput()s are deferred */
+		flush_delayed_fput();
+		kern_unmount(c->mnt);
+		c->mnt = NULL;
 	}
 }
 
@@ -381,12 +489,22 @@ static struct rr_case *rr_setup(struct kunit *test, enum rr_kind kind)
 	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, rr_teardown, c));
 
 	/* A unique name: a failed case may leave its top behind. */
-	snprintf(name, sizeof(name), "cgk-rreader-%d-%d", kind, test->param_index);
-	c->top.cgrp = rr_create(test, &cgrp_dfl_root.cgrp, name);
+	snprintf(c->name, sizeof(c->name), "cgk-rreader-%d-%d", kind, test->param_index);
+	c->top.cgrp = rr_create(test, &cgrp_dfl_root.cgrp, c->name);
 	for (i = 0; i < RR_NR_LEAVES; i++) {
 		snprintf(name, sizeof(name), "leaf%d", i);
 		c->leaf[i].cgrp = rr_create(test, c->top.cgrp, name);
 	}
+#ifdef CGK_TEST_MOUNTS
+	if (kind == RR_FILE) {
+		struct cgroup *root;
+		struct vfsmount *mnt = cgroup_mount_for_test(NULL, &root);
+
+		KUNIT_ASSERT_NOT_ERR_OR_NULL_MSG(test, mnt, "mounting the default hierarchy");
+		c->mnt = mnt;
+		KUNIT_ASSERT_PTR_EQ(test, root, &cgrp_dfl_root.cgrp);
+	}
+#endif
 	return c;
 }
 
@@ -481,6 +599,14 @@ static void reader_fresh_removal(struct kunit *test)
 	rr_run(test, RR_FRESH_REMOVAL);
 }
 
+#ifdef CGK_TEST_MOUNTS
+/* cpu.stat read through the file: as fresh, user + system == usage. */
+static void reader_file(struct kunit *test)
+{
+	rr_run(test, RR_FILE);
+}
+#endif
+
 #define RR_CASE(fn) \
 	KUNIT_CASE_PARAM_ATTR(fn, cgk_threads_gen, { .speed = KUNIT_SPEED_SLOW })
 
@@ -488,6 +614,9 @@ static struct kunit_case cgroup_rstat_reader_cases[] = {
 	RR_CASE(reader_torn_snapshot),
 	RR_CASE(reader_fresh),
 	RR_CASE(reader_fresh_removal),
+#ifdef CGK_TEST_MOUNTS
+	RR_CASE(reader_file),
+#endif
 	{}
 };
 

@@ -54,12 +54,20 @@
  *    with their charges still held, get_rlimit_value() of every node equals,
  *    exactly, the charges outstanding through it (its shadow counter).
  * They build and pass on kernels before that patch too.
+ *
+ * ucount_sysctl_per_ns writes each namespace's limits through its own set
+ * of user.* sysctls (/proc/sys/user/) while namespaces are created and freed
+ * around it; see its comment below.
  */
 
 #include <linux/cred.h>
 #include <linux/delay.h>
+#include <linux/file.h>
+#include <linux/fs.h>
 #include <linux/hrtimer.h>
 #include <linux/minmax.h>
+#include <linux/module.h>
+#include <linux/mount.h>
 #include <linux/rcuref.h>
 #include <linux/user_namespace.h>
 
@@ -1362,6 +1370,281 @@ static void rlimit_reported_exact(struct kunit *test)
 	uc_check_released(c);
 }
 
+#ifdef CGK_TEST_MOUNTS
+/* ---- user.* sysctls, one set per namespace ------------------------------ */
+
+/*
+ * ucount_sysctl_per_ns: worker i owns namespace i, a child of init owned
+ * by a uid of its own. As root of it, the worker writes a new
+ * max_user_namespaces through /proc/sys/user/ of a kernel mount of proc,
+ * reads it back, and checks that its namespace now has that limit; checks
+ * that a write without CAP_SYS_RESOURCE in the namespace is refused; and
+ * that exactly that many namespaces can then be created in it. Lookups in
+ * the per-namespace sysctl sets race the registration and retirement of
+ * the sets of the namespaces created and freed meanwhile. At the end each
+ * namespace has the limit its own worker wrote last and init's is what it
+ * was: no write reached another namespace's set.
+ */
+#define US_UID_BASE		3144000
+#define US_MAX_LIMIT		5
+#define US_SYSCTL		"sys/user/max_user_namespaces"
+#define US_TYPE			UCOUNT_USER_NAMESPACES
+#define US_FREE_TIMEOUT_MS	10000
+
+struct us_ns {
+	struct user_namespace *ns;
+	const struct cred *root;	/* its uid 0, every capability in it */
+	const struct cred *nocap;	/* the same without CAP_SYS_RESOURCE */
+	struct ucounts *uc;		/* counts the namespaces created in it */
+	long last;			/* the limit its worker wrote last */
+};
+
+struct us_case {
+	struct kunit *test;
+	struct vfsmount *mnt;
+	unsigned int nr;
+	struct us_ns *ns;
+	long base_init_max;
+	atomic_long_t writes, refused, children;
+};
+
+static kuid_t us_uid(unsigned int i)
+{
+	return KUIDT_INIT(US_UID_BASE + i);
+}
+
+static const struct cred *us_cred(struct user_namespace *ns, kuid_t uid,
+				  bool sys_resource)
+{
+	struct cred *cred = prepare_creds();
+
+	if (!cred)
+		return NULL;
+	cred->uid = uid;
+	cred->euid = uid;
+	cred->suid = uid;
+	cred->fsuid = uid;
+	put_user_ns(cred->user_ns);
+	cred->user_ns = get_user_ns(ns);
+	cred->cap_effective = CAP_FULL_SET;
+	cred->cap_permitted = CAP_FULL_SET;
+	if (!sys_resource)
+		cap_lower(cred->cap_effective, CAP_SYS_RESOURCE);
+	return cred;
+}
+
+/* Write @val to the sysctl as @cred: 0 once taken, else a negative errno. */
+static int us_write(struct us_case *c, const struct cred *cred, long val)
+{
+	const struct cred *old = override_creds(cred);
+	struct file *file;
+	char buf[16];
+	int ret;
+
+	file = cgk_file_open(c->mnt, US_SYSCTL, O_WRONLY);
+	if (IS_ERR(file)) {
+		ret = PTR_ERR(file);
+	} else {
+		snprintf(buf, sizeof(buf), "%ld\n", val);
+		ret = cgk_file_write(file, buf);
+		fput(file);
+	}
+	revert_creds(old);
+	return ret;
+}
+
+static int us_read(struct us_case *c, const struct cred *cred, long *val)
+{
+	const struct cred *old = override_creds(cred);
+	char buf[16];
+	ssize_t ret;
+
+	ret = cgk_file_read(c->mnt, US_SYSCTL, buf, sizeof(buf));
+	revert_creds(old);
+	if (ret < 0)
+		return ret;
+	return kstrtol(strim(buf), 10, val);
+}
+
+/* Create namespaces in @n until refused; return how many were. */
+static int us_fill(struct us_case *c, unsigned int i, int *err)
+{
+	struct user_namespace *child[US_MAX_LIMIT + 1];
+	int nr = 0, k;
+
+	*err = 0;
+	while (nr < ARRAY_SIZE(child)) {
+		struct user_namespace *ns;
+
+		ns = user_ns_create_for_test(c->ns[i].ns, us_uid(i));
+		if (IS_ERR(ns)) {
+			*err = PTR_ERR(ns);
+			break;
+		}
+		child[nr++] = ns;
+	}
+	atomic_long_add(nr, &c->children);
+	for (k = 0; k < nr; k++)
+		put_user_ns(child[k]);
+	return nr;
+}
+
+static void us_step(struct cgk_worker *w)
+{
+	struct us_case *c = w->gang->data;
+	struct us_ns *n = &c->ns[w->index];
+	long want = 1 + cgk_rand(w, US_MAX_LIMIT), seen = -1;
+	int ret, nr;
+
+	ret = us_write(c, n->root, want);
+	if (!ret)
+		ret = us_read(c, n->root, &seen);
+	if (ret) {
+		cgk_fail(w, "ns%u: writing %ld to %s as its root: %d", w->index, want,
+			 US_SYSCTL, ret);
+		return;
+	}
+	atomic_long_inc(&c->writes);
+	n->last = want;
+	if (seen != want || READ_ONCE(n->ns->ucount_max[US_TYPE]) != want) {
+		cgk_fail(w, "ns%u: wrote %ld to %s, read back %ld, the namespace's limit is %ld",
+			 w->index, want, US_SYSCTL, seen,
+			 READ_ONCE(n->ns->ucount_max[US_TYPE]));
+		return;
+	}
+
+	/* proc_sys_call_handler() refuses it with -EPERM */
+	ret = us_write(c, n->nocap, want + 1);
+	if (ret != -EPERM) {
+		cgk_fail(w, "ns%u: writing %s without CAP_SYS_RESOURCE in it: %d, not -EPERM",
+			 w->index, US_SYSCTL, ret);
+		return;
+	}
+	atomic_long_inc(&c->refused);
+
+	/* The limit written is the one enforced, at this level. */
+	nr = us_fill(c, w->index, &ret);
+	if (nr != want || ret != -ENOSPC) {
+		cgk_fail(w, "ns%u: limit %ld, but %d namespaces created in it before %d",
+			 w->index, want, nr, ret);
+		return;
+	}
+	/* Freed by a work item: wait, so the next fill starts from none. */
+	while (atomic_long_read(&n->uc->ucount[US_TYPE]) && !cgk_should_stop(w))
+		usleep_range(100, 200);
+}
+
+static const struct cgk_gang_ops us_gang_ops = {
+	.step = us_step,
+};
+
+static void us_release(void *arg)
+{
+	struct us_case *c = arg;
+	unsigned int i;
+
+	for (i = 0; i < c->nr; i++) {
+		struct us_ns *n = &c->ns[i];
+
+		if (n->uc)
+			put_ucounts(n->uc);
+		if (n->root)
+			put_cred(n->root);
+		if (n->nocap)
+			put_cred(n->nocap);
+		if (n->ns)
+			put_user_ns(n->ns);
+	}
+	flush_delayed_fput();
+	if (c->mnt)
+		kern_unmount(c->mnt);
+}
+
+static bool us_freed(void *arg)
+{
+	struct us_case *c = arg;
+	unsigned int i;
+
+	for (i = 0; i < c->nr; i++) {
+		if (ucounts_nr_hashed_for_uid(us_uid(i)))
+			return false;
+	}
+	return true;
+}
+
+static void ucount_sysctl_per_ns(struct kunit *test)
+{
+	unsigned int i, nr = cgk_param_threads(test);
+	struct file_system_type *proc;
+	struct cgk_gang *gang;
+	struct us_case *c;
+
+	c = kunit_kzalloc(test, sizeof(*c), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, c);
+	c->ns = kunit_kcalloc(test, nr, sizeof(*c->ns), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, c->ns);
+	c->test = test;
+	c->nr = nr;
+	c->base_init_max = READ_ONCE(init_user_ns.ucount_max[US_TYPE]);
+	for (i = 0; i < nr; i++)
+		KUNIT_ASSERT_EQ_MSG(test, 0U, ucounts_nr_hashed_for_uid(us_uid(i)),
+				    "uid %u in use before the case", US_UID_BASE + i);
+	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, us_release, c));
+
+	/* As a sysctl= boot argument does: a mount no one else sees. */
+	proc = get_fs_type("proc");
+	KUNIT_ASSERT_NOT_NULL(test, proc);
+	c->mnt = kern_mount(proc);
+	module_put(proc->owner);
+	if (IS_ERR(c->mnt)) {
+		long err = PTR_ERR(c->mnt);
+
+		c->mnt = NULL;
+		KUNIT_FAIL_AND_ABORT(test, "mounting proc: %ld", err);
+	}
+
+	for (i = 0; i < nr; i++) {
+		struct us_ns *n = &c->ns[i];
+		struct user_namespace *ns;
+
+		ns = user_ns_create_for_test(&init_user_ns, us_uid(i));
+		KUNIT_ASSERT_NOT_ERR_OR_NULL_MSG(test, ns, "creating namespace %u", i);
+		n->ns = ns;
+		n->root = us_cred(ns, us_uid(i), true);
+		n->nocap = us_cred(ns, us_uid(i), false);
+		n->uc = alloc_ucounts(ns, us_uid(i));
+		KUNIT_ASSERT_TRUE(test, n->root && n->nocap && n->uc);
+	}
+
+	gang = cgk_gang_create(test, nr, &us_gang_ops, c);
+	KUNIT_ASSERT_NOT_NULL(test, gang);
+	cgk_gang_run(gang);
+	cgk_gang_report(gang);
+	kunit_info(test, "%ld limits written, %ld writes refused, %ld namespaces created\n",
+		   atomic_long_read(&c->writes), atomic_long_read(&c->refused),
+		   atomic_long_read(&c->children));
+	KUNIT_EXPECT_GT_MSG(test, atomic_long_read(&c->writes), 0L, "no limit was written");
+
+	for (i = 0; i < nr; i++) {
+		struct us_ns *n = &c->ns[i];
+
+		if (n->last)
+			KUNIT_EXPECT_EQ_MSG(test, READ_ONCE(n->ns->ucount_max[US_TYPE]),
+					    n->last,
+					    "ns%u: limit %ld, its worker wrote %ld last",
+					    i, READ_ONCE(n->ns->ucount_max[US_TYPE]), n->last);
+	}
+	KUNIT_EXPECT_EQ_MSG(test, READ_ONCE(init_user_ns.ucount_max[US_TYPE]),
+			    c->base_init_max, "init's max_user_namespaces changed");
+
+	kunit_release_action(test, us_release, c);
+	if (!cgk_wait_for(us_freed, c, US_FREE_TIMEOUT_MS))
+		KUNIT_FAIL(test,
+			   "ucounts of the case's uids left %d ms after its namespaces were put",
+			   US_FREE_TIMEOUT_MS);
+}
+#endif /* CGK_TEST_MOUNTS */
+
 static struct kunit_case cgroup_ucount_cases[] = {
 	KUNIT_CASE_PARAM(ucount_inc_dec, cgk_threads_gen),
 	KUNIT_CASE_PARAM(rlimit_add_sub, cgk_threads_gen),
@@ -1373,6 +1656,10 @@ static struct kunit_case cgroup_ucount_cases[] = {
 	KUNIT_CASE(rlimit_reclaim_near_limit),
 	KUNIT_CASE(rlimit_teardown_percpu_held),
 	KUNIT_CASE_PARAM(rlimit_reported_exact, cgk_threads_gen),
+#ifdef CGK_TEST_MOUNTS
+	KUNIT_CASE_PARAM_ATTR(ucount_sysctl_per_ns, cgk_threads_gen,
+			      { .speed = KUNIT_SPEED_SLOW }),
+#endif
 	{}
 };
 
