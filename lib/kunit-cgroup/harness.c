@@ -28,6 +28,13 @@ MODULE_IMPORT_NS("EXPORTED_FOR_KUNIT_TESTING");
 #define CGK_STOP_SLACK_MS	30000
 /* Time the workers get to reach the start barrier. */
 #define CGK_START_TIMEOUT_MS	10000
+/*
+ * Interval of the diagnostic the test thread prints while the workers run,
+ * so that a long duration_ms does not look like a hung kernel to a console
+ * watchdog: the driver stops a boot after 300 s without output, or after
+ * 30 s once a lockdep or hung-task report was printed.
+ */
+#define CGK_HEARTBEAT_MS	20000
 
 /* ---- module parameters -------------------------------------------------- */
 
@@ -299,7 +306,8 @@ static int cgk_worker_fn(void *arg)
 	wait_for_completion(&gang->go);
 	while (!cgk_should_stop(w)) {
 		gang->ops->step(w);
-		w->iterations++;
+		/* Read by the test thread's heartbeat while the worker runs. */
+		WRITE_ONCE(w->iterations, w->iterations + 1);
 		cond_resched();
 	}
 	if (gang->ops->fini)
@@ -401,17 +409,44 @@ static bool cgk_gang_ready(void *arg)
 	return atomic_read(&gang->ready) == gang->nr;
 }
 
+/*
+ * Wait until the last worker finished, at most their time bound plus
+ * CGK_STOP_SLACK_MS, printing how far they got every CGK_HEARTBEAT_MS.
+ * Return: true if they all finished in time.
+ */
+static bool cgk_gang_wait(struct cgk_gang *gang)
+{
+	unsigned long start = jiffies, now = start;
+	unsigned long end = start + msecs_to_jiffies(gang->duration_ms + CGK_STOP_SLACK_MS);
+	unsigned long beat = msecs_to_jiffies(CGK_HEARTBEAT_MS);
+	unsigned int bound_s = DIV_ROUND_UP(gang->duration_ms, MSEC_PER_SEC);
+	unsigned int run_s;
+
+	while (time_before(now, end)) {
+		if (wait_for_completion_timeout(&gang->done, min(end - now, beat)))
+			return true;
+		now = jiffies;
+		if (!time_before(now, end))
+			break;
+		run_s = jiffies_to_msecs(now - start) / MSEC_PER_SEC;
+		kunit_info(gang->test, "running %u s of %u s, %lu steps\n",
+			   run_s, bound_s, cgk_gang_iterations(gang));
+		now = jiffies;
+	}
+	return false;
+}
+
 /**
  * cgk_gang_run - release the workers and wait until they all stopped
  * @gang: a gang from cgk_gang_create()
  *
  * Prints the seed, thread count and time bound as a KTAP diagnostic so the
- * case can be replayed with the same parameters.
+ * case can be replayed with the same parameters, and while the workers run,
+ * every CGK_HEARTBEAT_MS, how long they have run and the steps they made.
  */
 void cgk_gang_run(struct cgk_gang *gang)
 {
 	struct kunit *test = gang->test;
-	unsigned long timeout;
 
 	kunit_info(test, "cgroup_kunit: seed=%llu threads=%u duration_ms=%u\n",
 		   cgk_seed(), gang->nr, gang->duration_ms);
@@ -423,8 +458,7 @@ void cgk_gang_run(struct cgk_gang *gang)
 	gang->deadline = jiffies + msecs_to_jiffies(gang->duration_ms);
 	complete_all(&gang->go);
 
-	timeout = msecs_to_jiffies(gang->duration_ms + CGK_STOP_SLACK_MS);
-	if (!wait_for_completion_timeout(&gang->done, timeout))
+	if (!cgk_gang_wait(gang))
 		KUNIT_FAIL(test, "%d of %u workers still running %d ms past their time bound",
 			   atomic_read(&gang->running), gang->nr, CGK_STOP_SLACK_MS);
 	cgk_gang_stop(gang);
@@ -454,9 +488,9 @@ bool cgk_gang_report(struct cgk_gang *gang)
 
 /**
  * cgk_gang_iterations - total steps made by the workers
- * @gang: a gang that has run
+ * @gang: a gang that has run or is running
  *
- * Return: the sum of the workers' iterations.
+ * Return: the sum of the workers' iterations (so far, while they run).
  */
 unsigned long cgk_gang_iterations(struct cgk_gang *gang)
 {
@@ -464,7 +498,7 @@ unsigned long cgk_gang_iterations(struct cgk_gang *gang)
 	unsigned int i;
 
 	for (i = 0; i < gang->nr; i++)
-		sum += gang->workers[i].iterations;
+		sum += READ_ONCE(gang->workers[i].iterations);
 	return sum;
 }
 

@@ -10,7 +10,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 BASE_FILE = Path("kernel") / "BASE"
 HEARTBEAT_S = 30.0
@@ -160,18 +160,32 @@ def run_cmd(args: Sequence[str], *, cwd: Path | None = None,
 
 
 class Heartbeat:
-    """Context manager printing '<label>: still going, Ns' every interval."""
+    """Context manager printing '<label>: still going, Ns' every interval, or
+    '<label>: <status(seconds so far)>' with a status function (which falls back to the
+    plain line when it raises: a progress line never costs the run a traceback)."""
 
-    def __init__(self, label: str, interval: float = HEARTBEAT_S) -> None:
+    def __init__(self, label: str, interval: float = HEARTBEAT_S,
+                 status: Callable[[float], str] | None = None) -> None:
         self.label = label
         self.interval = interval
+        self.status = status
         self.start = time.monotonic()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
+    def line(self) -> str:
+        """The progress line for now."""
+        elapsed = self.elapsed()
+        if self.status is not None:
+            try:
+                return f"{self.label}: {one_line(self.status(elapsed))}"
+            except Exception:  # best effort: a bug here must not stop the build
+                pass
+        return f"{self.label}: still going, {int(elapsed)}s"
+
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
-            say(f"{self.label}: still going, {int(time.monotonic() - self.start)}s")
+            say(self.line())
 
     def elapsed(self) -> float:
         return time.monotonic() - self.start
@@ -186,10 +200,12 @@ class Heartbeat:
 
 
 def run_logged(args: Sequence[str], log: Path, label: str, *, cwd: Path | None = None,
-               env: Mapping[str, str] | None = None) -> tuple[int, float]:
-    """Run a long command with output to a log file and a heartbeat; (rc, seconds)."""
+               env: Mapping[str, str] | None = None,
+               status: Callable[[float], str] | None = None) -> tuple[int, float]:
+    """Run a long command with output to a log file and a heartbeat (status: its text, see
+    Heartbeat); (rc, seconds)."""
     log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "w") as out, Heartbeat(label) as hb:
+    with open(log, "w") as out, Heartbeat(label, status=status) as hb:
         out.write("$ " + " ".join(args) + "\n")
         out.flush()
         try:

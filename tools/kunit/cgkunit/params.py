@@ -15,6 +15,13 @@ HARNESS = SUITE_DIR / "harness.c"
 # module_param(name, ...), module_param_cb(name, ...), module_param_named(name, ...), ...:
 # the first argument is the name on the command line (a declaration, not a comment line).
 DECLARATION = re.compile(r"^[ \t]*module_param\w*\s*\(\s*([A-Za-z_]\w*)\s*,", re.MULTILINE)
+# harness.c's duration_ms: each gang's time bound, its default and what duration_set() accepts
+DURATION = "duration_ms"
+DEFAULT_DURATION_MS = 1000
+DURATION_RANGE = (10, 600_000)
+# kstrtouint(val, 0, ...): an optional '+', then hex (0x), octal (leading 0) or decimal, and
+# an optional trailing newline
+KSTRTOUINT = re.compile(r"\+?(?:0[xX]([0-9a-fA-F]+)|0([0-7]*)|([1-9][0-9]*))\n?")
 
 
 def suite_parameters(repo: Path) -> list[str]:
@@ -54,3 +61,28 @@ def check_kernel_args(words: Sequence[str], repo: Path, what: str = "KERNEL_ARGS
                               f"(the suite has: {', '.join(known)})")
         if "=" not in word:
             raise DriverError(f"{what}: {shown} needs a value: {shown}=<value>")
+
+
+def _kstrtouint(value: str) -> int | None:
+    """value as the kernel's kstrtouint(value, 0, ...) reads it; None when it refuses it."""
+    m = KSTRTOUINT.fullmatch(value)
+    if m is None:
+        return None
+    hex_digits, octal, decimal = m.groups()
+    number = int(hex_digits, 16) if hex_digits is not None else \
+        int(octal or "0", 8) if octal is not None else int(decimal)
+    return number if number < 1 << 32 else None
+
+
+def duration_ms(words: Sequence[str]) -> int:
+    """The time bound, in ms, of each gang the suite runs with this kernel command line: the
+    last cgroup_kunit.duration_ms= value harness.c's duration_set() accepts (a refused value
+    leaves the one before it), else the default."""
+    low, high = DURATION_RANGE
+    duration = DEFAULT_DURATION_MS
+    for word in words:
+        if _name(word) == DURATION and "=" in word:
+            value = _kstrtouint(word.split("=", 1)[1])
+            if value is not None and low <= value <= high:
+                duration = value
+    return duration

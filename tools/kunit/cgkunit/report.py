@@ -227,6 +227,8 @@ DIAG = re.compile(r"^(\s*)#(?: (.*))?$")
 STATS = re.compile(r"(?:^|: )pass:\d+ fail:\d+ skip:\d+ total:\d+$|^Totals: ")
 KV = re.compile(r"([A-Za-z_][\w.]*)=(\S+)")
 METRIC = re.compile(r"(?:^|: )metric: ([A-Za-z_]\w*)((?:\s+\S+)*)\s*$")
+# harness.c's heartbeat while a gang runs: '# <case>: running 40 s of 600 s, 123456 steps'
+HEARTBEAT = re.compile(r"(?:^|#\s)\s*([A-Za-z_]\w*): running \d+ s of \d+ s, (\d+) steps\s*$")
 INTEGER = re.compile(r"-?\d+")
 KUNIT_TIMEOUT = re.compile(r"^Command .* timed out after \d+")
 KUNIT_BOOT = re.compile(r"^(?:\[[\d:]+\] )?Starting KUnit Kernel \((\d+)/(\d+)\)")
@@ -314,6 +316,13 @@ def parse_metric(text: str) -> dict[str, int | str] | None:
         if key != "name":
             record[key] = int(value) if INTEGER.fullmatch(value) else value
     return record
+
+
+def heartbeat(text: str) -> tuple[str, int] | None:
+    """(case, steps so far) of the harness's heartbeat diagnostic, printed while a gang runs
+    (whole KTAP line or its text after '# '); None for any other line."""
+    m = HEARTBEAT.search(text)
+    return (m.group(1), int(m.group(2))) if m else None
 
 
 def boot_line(text: str) -> tuple[int, int] | None:
@@ -588,6 +597,8 @@ class _Walker:
     def _diag(self, text: str) -> None:
         if STATS.search(text) or text.startswith(("module:", "speed:", "Subtest:")):
             return
+        if heartbeat(text) is not None:
+            return  # progress while a gang runs, not a finding (console.log keeps it)
         metric = parse_metric(text)
         if metric is not None:
             self.pending_metrics.append(metric)

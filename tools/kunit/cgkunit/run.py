@@ -1,6 +1,7 @@
 """Build with the tree's own kunit.py, boot with a watchdog, keep the console."""
 from __future__ import annotations
 
+import math
 import os
 import queue
 import re
@@ -16,11 +17,17 @@ from typing import Any, Callable, Mapping, Sequence
 
 from . import report as rp
 from .common import DriverError, HEARTBEAT_S, read_json, run_logged, say, write_json
+from .params import DEFAULT_DURATION_MS, DURATION, SUITE_MODULE, duration_ms
 from .profile import (CRASH_GRACE_S, POST_REPORT_SILENCE_S, STORM_REPEATS, STORM_WINDOW_S,
                       Profile, out_dir)
+from .progress import BuildProgress
 
 KUNIT_PY = Path("tools") / "testing" / "kunit" / "kunit.py"
 HANG_S = 300.0
+# Silence allowed past a gang's time bound (cgroup_kunit.duration_ms) when that bound is long:
+# the harness waits CGK_STOP_SLACK_MS (30 s) past it, its start barrier up to 10 s, and the
+# rest is for a case's checks and teardown.
+HANG_MARGIN_S = 120.0
 HEADER = re.compile(r"K?TAP version \d+")
 RESULT = re.compile(r"^\s*((?:not )?ok \d+.*)$")
 SUBTEST = re.compile(r"# Subtest: (.*)$")
@@ -117,6 +124,21 @@ def kunitconfig_args(repo_root: Path, profile: Profile) -> list[str]:
     return [f"--kunitconfig={repo_root / '.kunitconfig'}", f"--kunitconfig={profile.fragment}"]
 
 
+def hang_timeout_for(gang_ms: int, hang_timeout: float = HANG_S) -> float:
+    """Console silence after which a booted kernel counts as hung, for gangs bound to gang_ms:
+    hang_timeout, or the bound plus HANG_MARGIN_S when that is longer. The harness prints a
+    heartbeat while a gang runs; a suite from before it is silent for the whole bound."""
+    return max(hang_timeout, gang_ms / 1000 + HANG_MARGIN_S)
+
+
+def run_timeout_for(profile: Profile, gang_ms: int, hang_timeout: float = HANG_S) -> int:
+    """Whole-run (per kunit.py boot) timeout for gangs bound to gang_ms: the profile's timeout
+    is sized for the default bound, so a longer bound scales it (an upper bound: booting and
+    the checks do not take longer), and it always leaves the hang rule room to come first."""
+    scaled = profile.timeout * max(1.0, gang_ms / DEFAULT_DURATION_MS)
+    return math.ceil(max(scaled, profile.boot_timeout + hang_timeout_for(gang_ms, hang_timeout)))
+
+
 def build_command(tree: Path, profile: Profile, repo_root: Path, out: Path, jobs: int,
                   ccache: bool, kconfig_add: Sequence[str] = ()) -> list[str]:
     """The kunit.py build command line."""
@@ -159,11 +181,15 @@ def build(tree: Path, profile: Profile, repo_root: Path, build_root: Path,
         # a fresh clone elsewhere (CI) hits the same cache entries.
         env.setdefault("CCACHE_BASEDIR", str(build_root.resolve()))
         env.setdefault("CCACHE_NOHASHDIR", "true")
-    rc, secs = run_logged(cmd, log, f"building {profile.name}", cwd=tree, env=env)
+    progress = BuildProgress(out)
+    rc, secs = run_logged(cmd, log, f"building {profile.name}", cwd=tree, env=env,
+                          status=progress.status)
     if rc != 0:
         text = log.read_text(errors="backslashreplace")
         raise DriverError(f"build of {profile.name} failed: {build_failure(text)}; see {log}")
-    say(f"built {profile.name} in {secs:.0f}s")
+    record = progress.finish(secs)
+    say(f"built {profile.name} in {secs:.0f}s"
+        + (f" ({record.objects} objects written)" if record is not None else ""))
     return secs
 
 
@@ -183,15 +209,18 @@ def check_filter(glob: str, where: str = "filter") -> str:
 
 def exec_command(tree: Path, profile: Profile, repo_root: Path, build_root: Path,
                  kernel_args: Sequence[str], filter_glob: str, out: Path | None = None,
-                 isolate: str = "") -> list[str]:
+                 isolate: str = "", timeout: int | None = None) -> list[str]:
     """The kunit.py exec command line (kernel built in out, default the profile's out dir);
-    isolate "suite" or "test": kunit.py boots once per suite or test (--run_isolated)."""
+    isolate "suite" or "test": kunit.py boots once per suite or test (--run_isolated);
+    timeout: kunit.py's, per boot (None: run_timeout_for the gangs' bound)."""
     args = [*profile.kernel_args, *kernel_args]
+    if timeout is None:
+        timeout = run_timeout_for(profile, duration_ms(args))
     if profile.arch == "x86_64" and not any(a.startswith("panic=") for a in args):
         args.append("panic=-1")  # a panicking guest exits instead of idling until the watchdog
     cmd = [sys.executable, str(tree / KUNIT_PY), "exec",
            f"--build_dir={out or out_dir(build_root, profile)}", *kunitconfig_args(repo_root, profile),
-           f"--arch={profile.arch}", "--raw_output=all", f"--timeout={profile.timeout}"]
+           f"--arch={profile.arch}", "--raw_output=all", f"--timeout={timeout}"]
     if profile.qemu_smp:
         cmd.append(f"--qemu_args=-smp {profile.qemu_smp}")
     cmd += [f"--kernel_args={a}" for a in args]
@@ -235,7 +264,11 @@ def _label(kind: str) -> str:
 
 class Watchdog:
     """Deadlines for one boot (first KTAP header, silence, whole run) and the console's
-    failure states (StopRules), read with the report's own parser as lines stream in."""
+    failure states (StopRules), read with the report's own parser as lines stream in.
+
+    Silence is the time since the last line that shows the kernel going on: the harness's
+    heartbeat while a gang runs counts only when its step count moved since the one before
+    (workers that all stopped stepping, deadlocked say, are silent however often it says so)."""
 
     def __init__(self, boot_timeout: float, hang_timeout: float, timeout: float,
                  start: float, rules: StopRules | None = None) -> None:
@@ -244,6 +277,7 @@ class Watchdog:
         self.start = self.boot_start = self.last_output = start
         self.booted = False
         self.boot, self.boots = 0, 0
+        self.beat: tuple[str, int] | None = None  # the last heartbeat: case, steps
         self.console = rp.ConsoleState()
         self.stop: Stop | None = None
         self.halted_at: float | None = None
@@ -260,14 +294,19 @@ class Watchdog:
         self.storm: dict[tuple[str, str], list[Any]] = {}
 
     def saw(self, line: str, now: float) -> None:
-        self.last_output = now
-        boot = rp.boot_line(rp.strip_prefix(line))
+        text = rp.strip_prefix(line)
+        beat = rp.heartbeat(text)
+        if beat is None or beat != self.beat:
+            self.last_output = now
+        self.beat = beat or self.beat
+        boot = rp.boot_line(text)
         if boot is not None:
             self.boot, self.boots = boot
             if boot[0] > 1:
                 self.boot_start = now  # each isolated boot gets the boot and run deadlines
             self.booted = False
             self.halted_at = None
+            self.beat = None
             self._reset()
         if not self.booted and HEADER.search(line):
             self.booted = True
@@ -510,17 +549,24 @@ def exec_tests(tree: Path, profile: Profile, repo_root: Path, build_root: Path, 
         raise DriverError(f"no kernel built for {profile.name} ({image} missing); build it first")
     clear_results(results)
     mode = profile.isolate if isolate is None else isolate
-    cmd = exec_command(tree, profile, repo_root, build_root, kernel_args, filter_glob, out, mode)
+    gang = duration_ms([*profile.kernel_args, *kernel_args])
+    hang = hang_timeout_for(gang, hang_timeout)
+    timeout = run_timeout_for(profile, gang, hang_timeout)
+    cmd = exec_command(tree, profile, repo_root, build_root, kernel_args, filter_glob, out, mode,
+                       timeout)
     rules = StopRules.of(profile)
     say(f"running {profile.name}" + (f" filter {filter_glob}" if filter_glob else "")
         + (f" args {' '.join(kernel_args)}" if kernel_args else "")
         + (f", one boot per {mode}" if mode else ""))
     say(f"watchdog stops on: {rules.describe()}")
+    if (hang, timeout) != (hang_timeout, profile.timeout):
+        say(f"{SUITE_MODULE}.{DURATION}={gang}: a hang after {hang:g}s of silence, "
+            f"run timeout {timeout}s (not {hang_timeout:g}s and {profile.timeout}s)")
     retried: list[dict[str, object]] = []
     while True:
         result = watch(cmd, results / "console.log", f"running {profile.name}", cwd=tree,
                        env=kunit_env(shim), boot_timeout=profile.boot_timeout,
-                       timeout=profile.timeout, hang_timeout=hang_timeout, echo=echo,
+                       timeout=timeout, hang_timeout=hang, echo=echo,
                        rules=rules, isolated=bool(mode))
         if not boot_retry_due(result, len(retried)):
             break
@@ -536,7 +582,7 @@ def exec_tests(tree: Path, profile: Profile, repo_root: Path, build_root: Path, 
         "verdict": result.verdict, "elapsed": round(result.elapsed, 3), "profile": profile.name,
         "command": cmd, "kernel_args": list(kernel_args), "filter": filter_glob,
         "isolate": mode, "rules": asdict(rules), "stops": [s.to_json() for s in result.stops],
-        "boot_retries": retried})
+        "boot_retries": retried, "duration_ms": gang, "hang_timeout": hang, "timeout": timeout})
     return result
 
 

@@ -35,19 +35,27 @@ class Replay:
 
 def replay(lines: list[str], rules: run.StopRules = DEFAULT, *, pace: float = 0.01,
            result_time: float = 0.0, silence: float = 0.0, tick: float = 0.5,
-           hang: float = run.HANG_S, timeout: float = 3600.0) -> Replay:
+           hang: float = run.HANG_S, timeout: float = 3600.0, polled: bool = False) -> Replay:
     """Feed lines, then `silence` seconds of nothing; stop at the first verdict.
 
     pace: seconds between lines without a printk stamp; result_time: extra seconds
-    before each KTAP result line (the time a case or parameter instance runs)."""
+    before each KTAP result line (the time a case or parameter instance runs); polled:
+    ask for a verdict every tick while waiting for a line too, as watch() does (else
+    only when a line comes, then during the silence)."""
     dog = run.Watchdog(boot_timeout=600.0, hang_timeout=hang, timeout=timeout, start=T0,
                        rules=rules)
     now = T0
     for n, line in enumerate(lines, 1):
         m = STAMP.match(line)
-        now = max(now, T0 + float(m.group(1))) if m else now + pace
+        at = max(now, T0 + float(m.group(1))) if m else now + pace
         if result_time and rp.RESULT.match(rp.strip_prefix(line)):
-            now += result_time
+            at += result_time
+        while polled and now + tick < at:
+            now += tick
+            verdict = dog.verdict(now)
+            if verdict:
+                return Replay(verdict, now - T0, dog, n - 1)
+        now = at
         dog.saw(line + "\n", now)
         verdict = dog.verdict(now)
         if verdict:
