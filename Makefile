@@ -8,6 +8,8 @@
 # (100..60000) per repetition, ROUNDS=N (1..10) boots of each kernel,
 # alternating, VCPUS=N QEMU vCPUs (default: host cores, at least 4),
 # ONLY=rstat,ucount,migrate (default all).
+# make module-run: PROFILE=x86_64-kasan (default) CYCLES=N (default 1) loads and
+# unloads, MODULE_ARGS="seed=N threads=N" (insmod parameters), FILTER=.
 # make stress: PROFILE=um-lockdep (default) RUNS=N (default 10) boots of one build,
 # SEED=N (the same seed every boot; default a new one each), UNTIL_FAIL=1.
 
@@ -16,9 +18,9 @@ CGKUNIT := $(PYTHON) tools/kunit/cgkunit.py
 REPS ?= 5
 DURATION_MS ?= 1000
 ROUNDS ?= 3
-export KERNEL_SRC KERNEL_REF KERNEL_ARGS FILTER CGKUNIT_ACCEL
+export KERNEL_SRC KERNEL_REF KERNEL_ARGS FILTER CGKUNIT_ACCEL CYCLES MODULE_ARGS
 
-.PHONY: run test kcsan kasan lockdep-x86 check module bench coverage stress pytest deps clean help
+.PHONY: run test kcsan kasan lockdep-x86 check module module-run bench coverage stress pytest deps clean help
 
 help:
 	@echo "make run      the suite on UML under lockdep (the main job)"
@@ -28,6 +30,8 @@ help:
 	@echo "make kasan    the suite on x86_64 QEMU under generic KASAN"
 	@echo "make check    prove the oracles: deliberately broken kernels must go red"
 	@echo "make module   build the suite as a module (cgroup_kunit.ko)"
+	@echo "make module-run  load and unload cgroup_kunit.ko in a booted x86_64 guest under kmemleak"
+	@echo "              (PROFILE=x86_64-kasan CYCLES=N MODULE_ARGS=\"seed=N threads=N\" FILTER=; not in make test)"
 	@echo "make bench    benchmarks: base kernel vs base + kernel/series, side by side"
 	@echo "              (x86_64 QEMU; REPS=$(REPS) DURATION_MS=$(DURATION_MS); not part of make test)"
 	@echo "make coverage which kernel lines the suite drives (UML gcov + lcov; not part of make test)"
@@ -55,6 +59,9 @@ check: deps
 
 module: deps
 	$(CGKUNIT) module --profile um-lockdep
+
+module-run: deps
+	$(CGKUNIT) module-run --profile $(or $(PROFILE),x86_64-kasan)
 
 bench: deps
 	$(CGKUNIT) bench --reps $(REPS) --duration-ms $(DURATION_MS) \

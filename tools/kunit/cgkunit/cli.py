@@ -11,7 +11,7 @@ from typing import NoReturn, Sequence
 
 from . import bench, coverage
 from . import check as checks
-from . import deps, pipeline, stress
+from . import deps, module_run, pipeline, stress
 from .common import BASE_FILE, DriverError, build_root, find_repo_root, one_line, say
 from .fetch import fetch_base, parse_base
 from .params import check_kernel_args
@@ -53,6 +53,18 @@ def _jobs(text: str) -> int:
     if n < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
     return n
+
+
+def _cycles(text: str) -> int:
+    """CYCLES / --cycles: an integer in 1..module_run.MAX_CYCLES."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"CYCLES={text}: want a number") from None
+    try:
+        return module_run.check_cycles(n)
+    except DriverError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _tree_opts(p: argparse.ArgumentParser) -> None:
@@ -98,6 +110,21 @@ def make_parser() -> Parser:
     p = sub.add_parser("module", help="build the suite as a module (cgroup_kunit.ko)")
     p.add_argument("--profile", required=True)
     p.add_argument("--jobs", type=_jobs, metavar="N")
+    _tree_opts(p)
+    p = sub.add_parser("module-run", help="load and unload cgroup_kunit.ko in a booted x86_64 "
+                       "guest CYCLES times, under kmemleak (exit status below)",
+                       epilog=EXIT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--profile", default="x86_64-kasan")
+    p.add_argument("--cycles", type=_cycles, default=os.environ.get("CYCLES") or "1", metavar="N",
+                   help="load/unload cycles, 1..1000 (default $CYCLES, else 1)")
+    p.add_argument("--module-args", default=os.environ.get("MODULE_ARGS", ""),
+                   metavar='"seed=N threads=N"',
+                   help="insmod parameters (default $MODULE_ARGS); a name the suite does not "
+                        "declare, or a value it refuses, is bad input (exit status 2)")
+    p.add_argument("--filter", default=os.environ.get("FILTER", ""), metavar="GLOB",
+                   help="kunit.filter_glob for the module's suites (default $FILTER: all)")
+    p.add_argument("--jobs", type=_jobs, metavar="N")
+    p.add_argument("--verbose", action="store_true", help="echo the console while it runs")
     _tree_opts(p)
     p = sub.add_parser("run", help="prepare, build, boot, report (exit status below)",
                        epilog=EXIT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -170,8 +197,9 @@ def _isolate(value: str | None) -> str | None:
     return None if value is None else isolate_mode(value, "--isolate (or CGKUNIT_ISOLATE)")
 
 
-PREPARES = ("prepare", "build", "module", "run", "bench", "coverage", "check", "stress")
-BOOTS = ("run", "bench", "coverage", "check", "stress")
+PREPARES = ("prepare", "build", "module", "module-run", "run", "bench", "coverage", "check",
+            "stress")
+BOOTS = ("run", "module-run", "bench", "coverage", "check", "stress")
 
 
 def preflight(args: argparse.Namespace, repo: Path, build: Path) -> None:
@@ -190,6 +218,9 @@ def preflight(args: argparse.Namespace, repo: Path, build: Path) -> None:
         check_filter(args.filter, "--filter (or FILTER)")
     if getattr(args, "kernel_args", ""):
         check_kernel_args(_split_args(args.kernel_args), repo)
+    if args.command == "module-run":
+        module_run.check_cycles(args.cycles)
+        module_run.module_args(args.module_args, repo)
     if args.command == "stress":
         stress.check_options(args.runs, args.seed, _split_args(args.kernel_args))
     if args.command in BOOTS:
@@ -227,6 +258,10 @@ def dispatch(args: argparse.Namespace) -> int:
                                         args.kernel_ref, args.jobs):
             print(ko)
         return 0
+    if args.command == "module-run":
+        return module_run.module_run(repo, build, args.profile, args.cycles, args.module_args,
+                                     args.filter, args.kernel_src, args.kernel_ref, args.jobs,
+                                     echo=args.verbose)
     if args.command == "run":
         opts = pipeline.RunOptions(profile=args.profile, kernel_args=_split_args(args.kernel_args),
                                    filter_glob=args.filter, no_build=args.no_build,

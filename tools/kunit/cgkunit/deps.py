@@ -11,6 +11,7 @@ PACKAGES: tuple[str, ...] = (
     "flex", "bison", "bc", "libelf-dev", "libssl-dev", "qemu-system-x86",
     "ccache", "rsync", "git", "xz-utils", "build-essential", "debian-archive-keyring",
     "python3-matplotlib",  # make bench's plots (optional: without it, no plots)
+    "busybox-static",  # make module-run's initramfs
 )
 
 Query = Callable[[str], bool]

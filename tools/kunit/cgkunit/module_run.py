@@ -1,0 +1,419 @@
+"""make module-run: the suite as a real loadable module in a booted x86_64 guest.
+
+The kernel is a profile's (sanitizers and all) with modules, KUnit's debugfs and kmemleak
+on and the suite built =m (its own build dir, <build>/out/<profile>-module-run). The guest
+boots an initramfs written here (newc cpio, no root needed for its device node): Debian's
+static busybox, cgroup_kunit.ko and an init script that, CYCLES times, loads the module
+with MODULE_ARGS (KUnit runs its suites on load and prints KTAP to the console), reads
+each suite's verdict from /sys/kernel/debug/kunit/<suite>/results and unloads it; then
+scans kmemleak, prints what it found and reboots (QEMU runs with -no-reboot, so it exits). Every line the script prints starts
+with MARK, so the driver can cut the console into one KTAP document per cycle and read
+each with the report code of built-in runs.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import stat
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from . import profile as profiles
+from .common import DriverError, read_json, say, write_json
+from .params import SUITE_MODULE, suite_parameters
+from .pipeline import choose_qemu, prepare
+from .report import (Report, build_report, format_summary, raise_refused, strip_prefix,
+                     write_summary)
+from .run import HANG_S, StopRules, build, kunit_env, kunit_parse, watch
+
+MODULE_RUN_KCONFIG = (
+    "CONFIG_MODULES=y", "CONFIG_MODULE_UNLOAD=y", "CONFIG_CGROUP_KUNIT_TEST=m",
+    "CONFIG_DEBUG_FS=y", "CONFIG_KUNIT_DEBUGFS=y", "CONFIG_DEBUG_KMEMLEAK=y",
+    "CONFIG_BLK_DEV_INITRD=y", "CONFIG_BINFMT_ELF=y", "CONFIG_BINFMT_SCRIPT=y",
+    "CONFIG_PROC_FS=y", "CONFIG_SYSFS=y",
+)
+MARK = "cgk-module:"
+BUSYBOX = Path("/bin/busybox")
+MODULE = f"{SUITE_MODULE}.ko"
+MAX_CYCLES = 1000
+# Per cycle, on top of the profile's own run timeout: the watchdog's hang and failure rules
+# end a broken boot long before it.
+CYCLE_TIMEOUT_S = 600
+# kmemleak reports an object only once it has been unreferenced this long (its min_age is
+# 5 s): the script waits this long after the last unload before it scans.
+KMEMLEAK_SETTLE_S = 6
+
+CYCLE_START = re.compile(rf"{re.escape(MARK)} cycle (\d+) of \d+: insmod\s*$")
+CYCLE_UNLOADED = re.compile(rf"{re.escape(MARK)} cycle (\d+) of \d+: unloaded\s*$")
+CYCLE_FAILED = re.compile(rf"{re.escape(MARK)} cycle (\d+): (insmod|rmmod) failed.*$")
+DEBUGFS = re.compile(rf"{re.escape(MARK)} cycle (\d+): debugfs (\S+) (pass|fail)\s*$")
+KMEMLEAK_BEGIN = re.compile(rf"{re.escape(MARK)} kmemleak begin: (\d+)\s*$")
+KMEMLEAK_END = re.compile(rf"{re.escape(MARK)} kmemleak end\s*$")
+KMEMLEAK_OFF = re.compile(rf"{re.escape(MARK)} kmemleak: unavailable")
+DONE = re.compile(rf"{re.escape(MARK)} done: (\w+)\s*$")
+
+
+# --- input ---------------------------------------------------------------------------------
+
+def module_args(text: str, repo: Path) -> list[str]:
+    """MODULE_ARGS as words for insmod; DriverError (exit 2) for a name the suite does not
+    declare (the kernel would only warn and load with the defaults) or a word without '='."""
+    try:
+        words = shlex.split(text)
+    except ValueError as e:
+        raise DriverError(f"MODULE_ARGS: {e}") from None
+    known = suite_parameters(repo)
+    for word in words:
+        name = word.split("=", 1)[0]
+        if name.startswith(f"{SUITE_MODULE}."):
+            raise DriverError(f"MODULE_ARGS: {word}: module parameters take no "
+                              f"'{SUITE_MODULE}.' prefix at insmod")
+        if known and name not in known:
+            raise DriverError(f"MODULE_ARGS: {name} is not a parameter of {SUITE_MODULE} "
+                              f"(it has: {', '.join(known)})")
+        if "=" not in word or not re.fullmatch(r"[A-Za-z0-9_.,:+-]*", word.split("=", 1)[1]):
+            raise DriverError(f"MODULE_ARGS: {word}: want {name}=<value> "
+                              "(letters, digits and _.,:+- only)")
+    return words
+
+
+def check_cycles(cycles: int) -> int:
+    if not 1 <= cycles <= MAX_CYCLES:
+        raise DriverError(f"CYCLES={cycles}: want 1..{MAX_CYCLES}")
+    return cycles
+
+
+# --- the initramfs ---------------------------------------------------------------------------
+
+def init_script(cycles: int, args: Sequence[str]) -> str:
+    """The guest's /init: CYCLES loads and unloads, the debugfs verdicts, kmemleak."""
+    insmod = " ".join(["insmod", f"/{MODULE}", *args])
+    return f"""#!/bin/busybox sh
+/bin/busybox --install -s /bin
+export PATH=/bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t debugfs debugfs /sys/kernel/debug
+say() {{ echo "{MARK} $*"; }}
+K=/sys/kernel/debug/kmemleak
+say "start: {cycles} cycles: {insmod}"
+if [ -w $K ]; then echo scan > $K; echo clear > $K; else say "kmemleak: unavailable"; fi
+i=1
+status=ok
+while [ $i -le {cycles} ]; do
+	say "cycle $i of {cycles}: insmod"
+	if ! {insmod}; then say "cycle $i: insmod failed"; status=insmod; break; fi
+	for d in /sys/kernel/debug/kunit/*; do
+		[ -f "$d/results" ] || continue
+		if grep -q "not ok" "$d/results"; then v=fail; else v=pass; fi
+		say "cycle $i: debugfs ${{d##*/}} $v"
+	done
+	if ! rmmod {SUITE_MODULE}; then say "cycle $i: rmmod failed"; status=rmmod; break; fi
+	say "cycle $i of {cycles}: unloaded"
+	i=$((i + 1))
+done
+if [ -w $K ]; then
+	sleep {KMEMLEAK_SETTLE_S}
+	echo scan > $K
+	echo scan > $K
+	say "kmemleak begin: $(grep -c 'unreferenced object' $K)"
+	cat $K
+	say "kmemleak end"
+fi
+say "done: $status"
+# QEMU runs with -no-reboot: a reboot ends it (there is no ACPI to power off with).
+reboot -f
+"""
+
+
+def _cpio_entry(name: str, mode: int, data: bytes = b"", rdev: tuple[int, int] = (0, 0),
+                ino: int = 1) -> bytes:
+    """One newc cpio record (the format the kernel's initramfs unpacker reads)."""
+    name_b = name.encode() + b"\0"
+    fields = [ino, mode, 0, 0, 1, 0, len(data), 0, 0, rdev[0], rdev[1], len(name_b), 0]
+    head = b"070701" + b"".join(f"{v:08x}".encode() for v in fields)
+    out = head + name_b
+    out += b"\0" * (-len(out) % 4)
+    out += data
+    out += b"\0" * (-len(out) % 4)
+    return out
+
+
+def write_initramfs(dest: Path, module: Path, script: str, busybox: Path = BUSYBOX) -> Path:
+    """An uncompressed newc initramfs with busybox, the module, /init and /dev/console."""
+    entries: list[bytes] = []
+    ino = 1
+    for d in ("bin", "dev", "proc", "sys", "tmp"):
+        entries.append(_cpio_entry(d, stat.S_IFDIR | 0o755, ino=ino))
+        ino += 1
+    entries.append(_cpio_entry("dev/console", stat.S_IFCHR | 0o600, rdev=(5, 1), ino=ino))
+    ino += 1
+    for name, path_or_text, mode in (("bin/busybox", busybox, 0o755), (MODULE, module, 0o644),
+                                     ("init", script, 0o755)):
+        data = path_or_text.encode() if isinstance(path_or_text, str) else path_or_text.read_bytes()
+        entries.append(_cpio_entry(name, stat.S_IFREG | mode, data, ino=ino))
+        ino += 1
+    entries.append(_cpio_entry("TRAILER!!!", 0, ino=0))
+    blob = b"".join(entries)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(dest.name + ".tmp")
+    tmp.write_bytes(blob + b"\0" * (-len(blob) % 512))
+    os.replace(tmp, dest)
+    return dest
+
+
+# --- the console, cut per cycle ------------------------------------------------------------------
+
+@dataclass
+class Cycle:
+    """One load and unload."""
+    number: int
+    start_line: int
+    lines: list[str] = field(default_factory=list)
+    unloaded: bool = False
+    failed: str = ""                 # "insmod" or "rmmod"
+    debugfs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class GuestLog:
+    """What the init script said, and the console cut into cycles."""
+    cycles: list[Cycle]
+    kmemleak: int | None = None      # objects reported; None: no scan ran (or unavailable)
+    kmemleak_off: bool = False
+    kmemleak_text: list[str] = field(default_factory=list)
+    done: str = ""                   # "ok", "insmod", "rmmod"; "" if never printed
+
+
+def _text(line: str) -> str:
+    return strip_prefix(line.rstrip("\n"))
+
+
+def split_console(text: str) -> GuestLog:
+    """Cut a module-run console into cycles (each from its insmod marker to the next)."""
+    log = GuestLog(cycles=[])
+    current: Cycle | None = None
+    in_leak = False
+    for i, raw in enumerate(text.splitlines()):
+        line = _text(raw)
+        if in_leak:
+            if KMEMLEAK_END.search(line):
+                in_leak = False
+            else:
+                log.kmemleak_text.append(line)
+            continue
+        m = CYCLE_START.search(line)
+        if m:
+            current = Cycle(number=int(m.group(1)), start_line=i + 1)
+            log.cycles.append(current)
+            continue
+        if (m := CYCLE_UNLOADED.search(line)) and current and int(m.group(1)) == current.number:
+            current.unloaded = True
+            current = None
+            continue
+        if (m := CYCLE_FAILED.search(line)) and current and int(m.group(1)) == current.number:
+            current.failed = m.group(2)
+            current.lines.append(raw)
+            continue
+        if (m := DEBUGFS.search(line)) and current and int(m.group(1)) == current.number:
+            current.debugfs[m.group(2)] = m.group(3)
+            continue
+        if (m := KMEMLEAK_BEGIN.search(line)):
+            log.kmemleak, in_leak, current = int(m.group(1)), True, None
+            continue
+        if KMEMLEAK_OFF.search(line):
+            log.kmemleak_off = True
+            continue
+        if (m := DONE.search(line)):
+            log.done, current = m.group(1), None
+            continue
+        if current is not None:
+            current.lines.append(raw)
+    return log
+
+
+# --- verdicts --------------------------------------------------------------------------------
+
+@dataclass
+class CycleResult:
+    number: int
+    status: str                      # the cycle's report status, or "insmod"/"rmmod"/"lost"
+    passed: int
+    failed: int
+    skipped: int
+    crashed: int
+    splats: int
+    debugfs_mismatch: list[str]
+    results: str
+    failed_tests: list[str] = field(default_factory=list)
+
+
+def suite_status(report: Report) -> dict[str, str]:
+    """Each suite's status in a cycle's report ("pass"/"fail"/...)."""
+    return {t.name: t.status for t in report.tests if t.level == "suite"}
+
+
+def debugfs_mismatches(report: Report, debugfs: dict[str, str]) -> list[str]:
+    """Suites whose debugfs verdict disagrees with the console's (or that one side lacks)."""
+    console = {name: ("pass" if status.upper() in ("PASS", "SKIP") else "fail")
+               for name, status in suite_status(report).items()}
+    out = []
+    for name in sorted(set(console) | set(debugfs)):
+        a, b = console.get(name, "missing"), debugfs.get(name, "missing")
+        if a != b:
+            out.append(f"{name}: console {a}, debugfs {b}")
+    return out
+
+
+def cycle_report(results: Path, tree: Path, cycle: Cycle, verdict: str, profile: str,
+                 tree_label: str, base: str) -> tuple[Report, CycleResult]:
+    """Write the cycle's console, parse it (kunit.py parse and ours), write its summary."""
+    out = results / f"cycle-{cycle.number:03d}"
+    out.mkdir(parents=True, exist_ok=True)
+    console = out / "console.log"
+    console.write_text("\n".join(cycle.lines) + "\n")
+    write_json(out / "exec.json", {"verdict": verdict, "elapsed": 0.0, "profile": profile,
+                                   "cycle": cycle.number})
+    kunit_parse(tree, out)
+    report = build_report(console, verdict, profile=profile, tree=tree_label, base=base)
+    report.replay_target = "make module-run"
+    write_summary(report, out)
+    status = cycle.failed or report.status
+    mismatch = [] if cycle.failed else debugfs_mismatches(report, cycle.debugfs)
+    return report, CycleResult(number=cycle.number, status=status, passed=report.counts.passed,
+                               failed=report.counts.failed, skipped=report.counts.skipped,
+                               crashed=report.counts.crashed, splats=len(report.splats),
+                               debugfs_mismatch=mismatch, results=str(out),
+                               failed_tests=[t.id for t in report.tests
+                                             if t.level == "case" and t.status in ("FAIL", "CRASH")])
+
+
+def problems_of(log: GuestLog, cycles: list[CycleResult], wanted: int, verdict: str) -> list[str]:
+    """Everything that fails the run, one line each."""
+    out = []
+    for c in cycles:
+        if c.status in ("insmod", "rmmod"):
+            out.append(f"cycle {c.number}: {c.status} failed")
+        elif c.status != "pass":
+            which = f": {', '.join(c.failed_tests[:3])}" if c.failed_tests else ""
+            out.append(f"cycle {c.number}: {c.status} ({c.failed} failed, {c.crashed} crashed, "
+                       f"{c.splats} reports{which}); see {c.results}/summary.txt")
+        out += [f"cycle {c.number}: {m}" for m in c.debugfs_mismatch]
+    completed = sum(1 for c in log.cycles if c.unloaded)
+    if completed < wanted and not any(c.status in ("insmod", "rmmod") for c in cycles):
+        out.append(f"{completed} of {wanted} cycles completed (the guest {verdict})")
+    if log.kmemleak_off:
+        out.append("kmemleak was not available in the guest")
+    elif log.kmemleak is None:
+        out.append("no kmemleak scan ran")
+    elif log.kmemleak:
+        out.append(f"kmemleak: {log.kmemleak} unreferenced object(s)")
+    return out
+
+
+# --- the command ----------------------------------------------------------------------------------
+
+def qemu_command(image: Path, initramfs: Path, prof: profiles.Profile, kernel_args: Sequence[str],
+                 memory_mb: int = 2048) -> list[str]:
+    """The guest: kunit.py's QEMU line for x86_64, with our initramfs; the PATH shim keeps
+    only the -accel the probe chose."""
+    append = ["console=ttyS0", "panic=-1", "kmemleak=on", *prof.kernel_args, *kernel_args]
+    return ["qemu-system-x86_64", "-nodefaults", "-m", str(memory_mb),
+            "-smp", str(prof.qemu_smp or 1), "-kernel", str(image), "-initrd", str(initramfs),
+            "-append", " ".join(append), "-no-reboot", "-nographic",
+            "-accel", "kvm", "-accel", "tcg", "-serial", "stdio", "-bios", "qboot.rom"]
+
+
+def module_run(repo: Path, build_root: Path, profile_name: str, cycles: int, args_text: str,
+               filter_glob: str, kernel_src: str | None, kernel_ref: str = "HEAD",
+               jobs: int | None = None, echo: bool = False) -> int:
+    """Build, boot, load and unload CYCLES times; print the summary; the exit status."""
+    check_cycles(cycles)
+    args = module_args(args_text, repo)
+    prof = profiles.load_profile(repo, profile_name)
+    if prof.arch != "x86_64":
+        raise DriverError(f"module-run needs an x86_64 profile, not {prof.name} ({prof.arch})")
+    if not BUSYBOX.is_file():
+        raise DriverError(f"{BUSYBOX} missing: install busybox-static (make deps does)")
+    tree, base = prepare(repo, build_root, kernel_src, kernel_ref)
+    out = build_root / "out" / f"{prof.name}-module-run"
+    build(tree.path, prof, repo, build_root, jobs, out=out, kconfig_add=MODULE_RUN_KCONFIG)
+    ko = out / "lib" / "kunit-cgroup" / MODULE
+    image = out / "arch" / "x86" / "boot" / "bzImage"
+    for need in (ko, image):
+        if not need.is_file():
+            raise DriverError(f"the module-run build of {prof.name} produced no {need}")
+    results = profiles.results_dir(build_root, f"{prof.name}-module-run")
+    results.mkdir(parents=True, exist_ok=True)
+    for old in results.glob("cycle-*"):
+        for f in old.iterdir():
+            f.unlink()
+        old.rmdir()
+    initramfs = write_initramfs(out / "initramfs.cpio", ko, init_script(cycles, args))
+    kernel_args = [f"kunit.filter_glob={filter_glob}"] if filter_glob else []
+    cmd = qemu_command(image, initramfs, prof, kernel_args)
+    shim, accel = choose_qemu(prof, image, build_root)
+    say(f"module-run {prof.name}: {cycles} cycles of insmod {MODULE} {' '.join(args)}"
+        + (f", filter {filter_glob}" if filter_glob else "") + f" (QEMU {accel})")
+    start = time.monotonic()
+    ex = watch(cmd, results / "console.log", f"module-run {prof.name}", cwd=out,
+               env=kunit_env(shim), boot_timeout=prof.boot_timeout,
+               timeout=prof.timeout + cycles * CYCLE_TIMEOUT_S, hang_timeout=HANG_S, echo=echo,
+               rules=StopRules.of(prof))
+    elapsed = time.monotonic() - start
+    text = (results / "console.log").read_text(errors="backslashreplace")
+    log = split_console(text)
+    tree_label = f"{tree.path} @ {tree.head_commit[:12]}"
+    reports, done = [], []
+    for cycle in log.cycles:
+        verdict = "completed" if cycle.unloaded or cycle.failed else ex.verdict
+        report, result = cycle_report(results, tree.path, cycle, verdict, prof.name,
+                                      tree_label, base)
+        reports.append(report)
+        done.append(result)
+    raise_refused(reports, "MODULE_ARGS")
+    problems = problems_of(log, done, cycles, ex.verdict)
+    summary: dict[str, Any] = {
+        "profile": prof.name, "cycles_wanted": cycles, "module_args": args,
+        "filter": filter_glob, "accel": accel, "elapsed": round(elapsed, 1),
+        "verdict": ex.verdict, "stops": [s.to_json() for s in ex.stops],
+        "cycles_completed": sum(1 for c in log.cycles if c.unloaded),
+        "kmemleak": log.kmemleak, "status": "fail" if problems else "pass",
+        "problems": problems, "cycles": [asdict(c) for c in done],
+        "tree": tree_label, "base": base, "command": cmd,
+    }
+    write_json(results / "module-run.json", summary)
+    (results / "kmemleak.txt").write_text("\n".join(log.kmemleak_text) + "\n")
+    print(format_module_run(summary, reports[0] if reports else None), end="", flush=True)
+    return 1 if problems else 0
+
+
+def format_module_run(summary: dict[str, Any], first: Report | None) -> str:
+    """The one-screen summary."""
+    head = (f"cgkunit: {summary['profile']} module-run: {summary['status'].upper()}: "
+            f"{summary['cycles_completed']} of {summary['cycles_wanted']} load/unload cycles "
+            f"in {summary['elapsed']:.0f}s (QEMU {summary['accel']})")
+    lines = [head]
+    totals = {k: sum(c[k] for c in summary["cycles"]) for k in ("passed", "failed", "skipped",
+                                                                "crashed", "splats")}
+    lines.append(f"  tests over all cycles: {totals['passed']} passed, {totals['failed']} failed, "
+                 f"{totals['skipped']} skipped, {totals['crashed']} crashed; "
+                 f"{totals['splats']} report(s)")
+    leak = summary["kmemleak"]
+    lines.append("  kmemleak: " + ("no scan" if leak is None else
+                                   "clean" if leak == 0 else f"{leak} unreferenced object(s)"))
+    lines += [f"  {p}" for p in summary["problems"][:20]]
+    if len(summary["problems"]) > 20:
+        lines.append(f"  ... {len(summary['problems']) - 20} more in module-run.json")
+    if first is not None and first.status != "pass":
+        lines.append("  first cycle:")
+        lines += ["    " + x for x in format_summary(first).splitlines()[:12]]
+    return "\n".join(lines) + "\n"
+
+
+def read_summary(results: Path) -> dict[str, Any] | None:
+    data = read_json(results / "module-run.json")
+    return data if isinstance(data, dict) else None
