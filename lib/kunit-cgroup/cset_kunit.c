@@ -664,9 +664,11 @@ static void cs_enable_root_controllers(struct cs_case *c)
 	u16 mask;
 	int ret;
 
-	cgroup_lock();
-	mask = cgrp_dfl_root.cgrp.subtree_control;
-	cgroup_unlock();
+	/*
+	 * Only the writes below change it while the suite runs. Not under
+	 * cgroup_lock(): cgroup_mutex is exported to modules only with lockdep.
+	 */
+	mask = READ_ONCE(cgrp_dfl_root.cgrp.subtree_control);
 
 	for (k = 0; cs_controllers[k].name; k++) {
 		if (!(mask & BIT(cs_controllers[k].ssid))) {
@@ -856,16 +858,16 @@ static void cs_run(struct kunit *test, unsigned long flags, const char *roles)
 		   atomic_long_read(&c->gets), atomic_long_read(&c->puts),
 		   atomic_long_read(&c->checks));
 
-	KUNIT_EXPECT_GT_MSG(test, atomic_long_read(&c->migrated), 0L, "no migration succeeded");
+	CGK_EXPECT_EXERCISED(test, atomic_long_read(&c->migrated), "no migration succeeded");
 	if (cs_has_role(roles, nr, 'R'))
-		KUNIT_EXPECT_GT_MSG(test, atomic_long_read(&c->reads), 0L, "no RCU read");
+		CGK_EXPECT_EXERCISED(test, atomic_long_read(&c->reads), "no RCU read");
 	if (cs_has_role(roles, nr, 'G'))
-		KUNIT_EXPECT_GT_MSG(test, atomic_long_read(&c->gets), 0L, "no css_set get");
+		CGK_EXPECT_EXERCISED(test, atomic_long_read(&c->gets), "no css_set get");
 	if (flags & CS_FORK)
-		KUNIT_EXPECT_GT_MSG(test, forks, 0UL, "the victims never forked");
+		CGK_EXPECT_EXERCISED(test, forks, "the victims never forked");
 	if (flags & CS_CTRL_HOT)
-		KUNIT_EXPECT_GT_MSG(test, atomic_long_read(&c->toggles), 0L,
-				    "no controller was toggled");
+		CGK_EXPECT_EXERCISED(test, atomic_long_read(&c->toggles),
+				     "no controller was toggled");
 
 	/* Victims are idle from here on; their children finish exiting. */
 	cgk_herd_stop_forking(c->herd);
@@ -873,7 +875,7 @@ static void cs_run(struct kunit *test, unsigned long flags, const char *roles)
 	if (cs_has_role(roles, nr, 'X'))
 		cs_check_rmdir_last_put(c);
 
-	cs_teardown(c);
+	kunit_release_action(test, cs_teardown, c);
 	if (!cgk_wait_for(cs_settled, c, CS_SETTLE_TIMEOUT_MS))
 		KUNIT_FAIL(test,
 			   "css_sets %u (baseline %u), cgroups %d (baseline %d) %d ms after teardown",

@@ -41,7 +41,8 @@ MODULE_IMPORT_NS("EXPORTED_FOR_KUNIT_TESTING");
 static u64 seed_param;
 static u64 seed_effective;
 static unsigned int threads_param;
-static unsigned int duration_param = 1000;
+#define CGK_DEFAULT_DURATION_MS	1000
+static unsigned int duration_param = CGK_DEFAULT_DURATION_MS;
 static char provoke_param[32];
 
 static const char * const cgk_provoke_names[] = { "lockdep", "kcsan", "warn" };
@@ -177,6 +178,29 @@ u64 cgk_seed(void)
 unsigned int cgk_duration_ms(void)
 {
 	return duration_param;
+}
+
+/**
+ * cgk_too_short - whether a case that never reached its race ran too short
+ * @test: the case
+ * @what: what never happened, for the skip reason
+ *
+ * With duration_ms= below the default, a slow machine may not get a case
+ * to what it races (a kill, a transfer, a queued signal) in time: the case
+ * then proves nothing either way and is marked skipped, saying so, unless
+ * it already failed. With the default bound or longer it must get there.
+ *
+ * Return: true if the bound was shorter than the default (CGK_EXPECT_EXERCISED()
+ * does not fail the case then).
+ */
+bool cgk_too_short(struct kunit *test, const char *what)
+{
+	if (duration_param >= CGK_DEFAULT_DURATION_MS)
+		return false;
+	if (READ_ONCE(test->status) == KUNIT_SUCCESS)
+		kunit_mark_skipped(test, "%s in %u ms: duration_ms too short to reach the race",
+				   what, duration_param);
+	return true;
 }
 
 /**

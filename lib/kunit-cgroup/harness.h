@@ -106,6 +106,25 @@ struct cgk_gang {
 u64 cgk_seed(void);
 unsigned int cgk_duration_ms(void);
 bool cgk_provoke(const char *what);
+bool cgk_too_short(struct kunit *test, const char *what);
+
+/**
+ * CGK_EXPECT_EXERCISED - fail a case whose workers never did what it races
+ * @test: the case
+ * @count: how often they did it
+ * @what: a message for when they never did ("nothing was killed")
+ *
+ * A liveness check, not an invariant: with duration_ms= below the default
+ * the case is marked skipped instead (cgk_too_short()).
+ */
+#define CGK_EXPECT_EXERCISED(test, count, what)				\
+	do {								\
+		struct kunit *__test = (test);				\
+		const char *__what = (what);				\
+									\
+		if ((count) <= 0 && !cgk_too_short(__test, __what))	\
+			KUNIT_FAIL(__test, "%s", __what);		\
+	} while (0)
 
 struct cgk_gang *cgk_gang_create(struct kunit *test, unsigned int nr,
 				 const struct cgk_gang_ops *ops, void *data);

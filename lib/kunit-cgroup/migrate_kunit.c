@@ -631,15 +631,16 @@ static void mg_run(struct kunit *test, unsigned long flags)
 		   atomic_long_read(&c->ebusy), forks, thread_forks);
 	mg_report_latency(c);
 
-	KUNIT_EXPECT_GT_MSG(test, atomic_long_read(&c->migrated), 0L, "no migration succeeded");
+	CGK_EXPECT_EXERCISED(test, atomic_long_read(&c->migrated), "no migration succeeded");
 	if (flags & MG_FORK)
-		KUNIT_EXPECT_GT_MSG(test, forks, 0UL, "the victims never forked");
+		CGK_EXPECT_EXERCISED(test, forks, "the victims never forked");
 	if (flags & MG_THREADS)
-		KUNIT_EXPECT_GT_MSG(test, thread_forks, 0UL, "the victims never added a thread");
+		CGK_EXPECT_EXERCISED(test, thread_forks, "the victims never added a thread");
 	if (flags & MG_INJECT) {
 		long migrating = atomic_read(&c->ev_migrating) - atomic_read(&c->ev_canceled);
 
-		KUNIT_EXPECT_GT(test, atomic_long_read(&c->injected), 0L);
+		CGK_EXPECT_EXERCISED(test, atomic_long_read(&c->injected),
+				     "no migration failure was injected");
 		KUNIT_EXPECT_EQ_MSG(test, (long)atomic_read(&c->ev_migrated),
 				    atomic_long_read(&c->moved),
 				    "MIGRATED events do not match the migrations that moved a victim");
@@ -652,7 +653,7 @@ static void mg_run(struct kunit *test, unsigned long flags)
 	if (flags & MG_RMDIR)
 		mg_check_rmdir(c);
 
-	mg_teardown(c);
+	kunit_release_action(test, mg_teardown, c);
 	if (!cgk_wait_for(mg_settled, c, MG_SETTLE_TIMEOUT_MS))
 		KUNIT_FAIL(test,
 			   "css_sets %u (baseline %u), cgroups %d (baseline %d) %d ms after teardown",

@@ -167,7 +167,6 @@ struct uc_case {
 	unsigned int base_hashed[UC_NR_UIDS];
 	atomic_long_t refused;
 	atomic_long_t admitted;
-	bool released;
 	/* hardirq charger */
 	struct hrtimer timer;
 	bool timer_armed;
@@ -482,9 +481,6 @@ static void uc_tree_release(void *arg)
 	struct uc_case *c = arg;
 	int i;
 
-	if (c->released)
-		return;
-	c->released = true;
 	for (i = UC_NR_OWNER_NODES; i < UC_NR_NODES; i++) {
 		if (c->node[i].uc)
 			put_ucounts(c->node[i].uc);
@@ -639,7 +635,7 @@ static void uc_check_released(struct uc_case *c)
 {
 	int u;
 
-	uc_tree_release(c);
+	kunit_release_action(c->test, uc_tree_release, c);
 	if (cgk_wait_for(uc_hashed_back, c, UC_FREE_TIMEOUT_MS))
 		return;
 	for (u = 0; u < UC_NR_UIDS; u++) {
@@ -691,11 +687,10 @@ static void uc_run(struct kunit *test, unsigned long ops, bool hardirq)
 		   atomic_long_read(&c->refused), c->timer_charges);
 	/* Each worker alone can reach a limit unless it also churns. */
 	if (!(ops & BIT(UC_OP_ALLOC)))
-		KUNIT_EXPECT_GT_MSG(test, atomic_long_read(&c->refused), 0L,
-				    "no charge was ever refused: limits not exercised");
+		CGK_EXPECT_EXERCISED(test, atomic_long_read(&c->refused),
+				     "no charge was ever refused: limits not exercised");
 	if (hardirq)
-		KUNIT_EXPECT_GT_MSG(test, c->timer_charges, 0UL,
-				    "the hardirq charger never ran");
+		CGK_EXPECT_EXERCISED(test, c->timer_charges, "the hardirq charger never ran");
 
 	uc_check_counters(c);
 	uc_check_released(c);
@@ -1264,8 +1259,8 @@ static void rlimit_teardown_percpu_held(struct kunit *test)
 				    n->name, uc_pending(n));
 	}
 #ifdef CGK_SIGPENDING_LIMIT_ARG
-	KUNIT_EXPECT_GT_MSG(test, uc_levels_with_percpu_amounts(c), 0,
-			    "no level holds amounts on a CPU: the case proves nothing");
+	CGK_EXPECT_EXERCISED(test, uc_levels_with_percpu_amounts(c),
+			     "no level holds amounts on a CPU: the case proves nothing");
 #endif
 
 	/* Free the ucounts that charged, then the tree. */
@@ -1623,7 +1618,7 @@ static void ucount_sysctl_per_ns(struct kunit *test)
 	kunit_info(test, "%ld limits written, %ld writes refused, %ld namespaces created\n",
 		   atomic_long_read(&c->writes), atomic_long_read(&c->refused),
 		   atomic_long_read(&c->children));
-	KUNIT_EXPECT_GT_MSG(test, atomic_long_read(&c->writes), 0L, "no limit was written");
+	CGK_EXPECT_EXERCISED(test, atomic_long_read(&c->writes), "no limit was written");
 
 	for (i = 0; i < nr; i++) {
 		struct us_ns *n = &c->ns[i];

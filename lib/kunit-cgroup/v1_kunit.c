@@ -613,18 +613,18 @@ static void v1_run(struct kunit *test, unsigned long flags)
 		   atomic_long_read(&c->attach_alls),
 		   atomic_long_read(&c->transfers), atomic_long_read(&c->transferred),
 		   atomic_long_read(&c->churns), cgk_herd_forks(c->herd));
-	KUNIT_EXPECT_GT_MSG(test, atomic_long_read(&c->moves), 0L, "no move succeeded");
-	KUNIT_EXPECT_GT_MSG(test, atomic_long_read(&c->file_writes), 0L,
-			    "no move through a cgroup file succeeded");
-	KUNIT_EXPECT_GT_MSG(test, atomic_long_read(&c->attach_alls), 0L,
-			    "no cgroup_attach_task_all() succeeded");
-	KUNIT_EXPECT_GT_MSG(test, cgk_herd_forks(c->herd), 0UL, "the victims never forked");
+	CGK_EXPECT_EXERCISED(test, atomic_long_read(&c->moves), "no move succeeded");
+	CGK_EXPECT_EXERCISED(test, atomic_long_read(&c->file_writes),
+			     "no move through a cgroup file succeeded");
+	CGK_EXPECT_EXERCISED(test, atomic_long_read(&c->attach_alls),
+			     "no cgroup_attach_task_all() succeeded");
+	CGK_EXPECT_EXERCISED(test, cgk_herd_forks(c->herd), "the victims never forked");
 	if (flags & V1_TRANSFER)
-		KUNIT_EXPECT_GT_MSG(test, atomic_long_read(&c->transfers), 0L,
-				    "no cgroup_transfer_tasks() succeeded");
+		CGK_EXPECT_EXERCISED(test, atomic_long_read(&c->transfers),
+				     "no cgroup_transfer_tasks() succeeded");
 	if (flags & V1_CHURN)
-		KUNIT_EXPECT_GT_MSG(test, atomic_long_read(&c->churns), 0L,
-				    "no hierarchy was mounted and destroyed");
+		CGK_EXPECT_EXERCISED(test, atomic_long_read(&c->churns),
+				     "no hierarchy was mounted and destroyed");
 
 	v1_check_membership(c);
 	KUNIT_EXPECT_EQ_MSG(test, cgroup_check_css_sets_for_test(&res, buf, sizeof(buf)), 0,

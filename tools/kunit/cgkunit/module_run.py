@@ -25,8 +25,7 @@ from . import profile as profiles
 from .common import DriverError, read_json, say, write_json
 from .params import SUITE_MODULE, suite_parameters
 from .pipeline import choose_qemu, prepare
-from .report import (Report, build_report, format_summary, raise_refused, strip_prefix,
-                     write_summary)
+from .report import Report, build_report, format_summary, strip_prefix, write_summary
 from .run import HANG_S, StopRules, build, kunit_env, kunit_parse, watch
 
 MODULE_RUN_KCONFIG = (
@@ -374,7 +373,10 @@ def module_run(repo: Path, build_root: Path, profile_name: str, cycles: int, arg
                                       tree_label, base)
         reports.append(report)
         done.append(result)
-    raise_refused(reports, "MODULE_ARGS")
+    refused = {p.describe(): p for r in reports for p in r.bad_parameters}
+    if refused:  # the module's param set() returned -EINVAL: insmod failed, nothing ran
+        raise DriverError(f"MODULE_ARGS: the suite refused {'; '.join(refused)}; "
+                          "insmod failed with -EINVAL")
     problems = problems_of(log, done, cycles, ex.verdict)
     summary: dict[str, Any] = {
         "profile": prof.name, "cycles_wanted": cycles, "module_args": args,

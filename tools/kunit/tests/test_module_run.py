@@ -163,3 +163,26 @@ def test_qemu_command_boots_our_initramfs(tmp_path: Path) -> None:
     append = cmd[cmd.index("-append") + 1]
     assert "console=ttyS0" in append and "kmemleak=on" in append and "kunit.filter_glob=x" in append
     assert "i8042.nokbd" in append  # the profile's own arguments
+
+
+def test_recorded_kasan_console(tmp_path: Path) -> None:
+    """The first two of 50 cycles of a real x86_64-kasan module-run (threads=4), then its
+    kmemleak scan: every cycle parses as a full KTAP document, debugfs agrees, no leak."""
+    text = (DATA / "module_run_kasan_2cycles.log").read_text()
+    log = mr.split_console(text)
+    assert [c.number for c in log.cycles] == [1, 2]
+    assert all(c.unloaded and not c.failed for c in log.cycles)
+    assert log.kmemleak == 0 and log.done == "ok"
+    results = []
+    for cycle in log.cycles:
+        report = parse_console("\n".join(cycle.lines))
+        assert report.status == "pass", cycle.number
+        assert report.counts.passed > 40 and not report.splats
+        assert set(cycle.debugfs) == set(mr.suite_status(report))
+        assert mr.debugfs_mismatches(report, cycle.debugfs) == []
+        results.append(result(cycle.number))
+    assert mr.problems_of(log, results, 2, "completed") == []
+    # favordynmods is one-way: the global-lock migrate suite skips from the second cycle on
+    second = parse_console("\n".join(log.cycles[1].lines))
+    skipped = [t.id for t in second.tests if t.level == "case" and t.status == "SKIP"]
+    assert "cgroup_migrate.migrate_idle" in skipped
