@@ -15,18 +15,18 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import stat
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 from . import profile as profiles
-from .common import DriverError, read_json, say, write_json
+from .common import DriverError, say, write_json
 from .params import SUITE_MODULE, suite_parameters
 from .pipeline import choose_qemu, prepare
 from .report import Report, build_report, format_summary, strip_prefix, write_summary
-from .run import HANG_S, StopRules, build, kunit_env, kunit_parse, watch
+from .run import HANG_S, StopRules, build, clear_results, kunit_env, kunit_parse, watch
 
 MODULE_RUN_KCONFIG = (
     "CONFIG_MODULES=y", "CONFIG_MODULE_UNLOAD=y", "CONFIG_CGROUP_KUNIT_TEST=m",
@@ -346,23 +346,21 @@ def module_run(repo: Path, build_root: Path, profile_name: str, cycles: int, arg
         if not need.is_file():
             raise DriverError(f"the module-run build of {prof.name} produced no {need}")
     results = profiles.results_dir(build_root, f"{prof.name}-module-run")
-    results.mkdir(parents=True, exist_ok=True)
+    clear_results(results)
+    for name in ("module-run.json", "kmemleak.txt"):
+        (results / name).unlink(missing_ok=True)
     for old in results.glob("cycle-*"):
-        for f in old.iterdir():
-            f.unlink()
-        old.rmdir()
+        shutil.rmtree(old)
     initramfs = write_initramfs(out / "initramfs.cpio", ko, init_script(cycles, args))
     kernel_args = [f"kunit.filter_glob={filter_glob}"] if filter_glob else []
     cmd = qemu_command(image, initramfs, prof, kernel_args)
     shim, accel = choose_qemu(prof, image, build_root)
-    say(f"module-run {prof.name}: {cycles} cycles of insmod {MODULE} {' '.join(args)}"
+    say(f"module-run {prof.name}: {cycles} cycles of insmod {' '.join([MODULE, *args])}"
         + (f", filter {filter_glob}" if filter_glob else "") + f" (QEMU {accel})")
-    start = time.monotonic()
     ex = watch(cmd, results / "console.log", f"module-run {prof.name}", cwd=out,
                env=kunit_env(shim), boot_timeout=prof.boot_timeout,
                timeout=prof.timeout + cycles * CYCLE_TIMEOUT_S, hang_timeout=HANG_S, echo=echo,
                rules=StopRules.of(prof))
-    elapsed = time.monotonic() - start
     text = (results / "console.log").read_text(errors="backslashreplace")
     log = split_console(text)
     tree_label = f"{tree.path} @ {tree.head_commit[:12]}"
@@ -380,7 +378,7 @@ def module_run(repo: Path, build_root: Path, profile_name: str, cycles: int, arg
     problems = problems_of(log, done, cycles, ex.verdict)
     summary: dict[str, Any] = {
         "profile": prof.name, "cycles_wanted": cycles, "module_args": args,
-        "filter": filter_glob, "accel": accel, "elapsed": round(elapsed, 1),
+        "filter": filter_glob, "accel": accel, "elapsed": round(ex.elapsed, 1),
         "verdict": ex.verdict, "stops": [s.to_json() for s in ex.stops],
         "cycles_completed": sum(1 for c in log.cycles if c.unloaded),
         "kmemleak": log.kmemleak, "status": "fail" if problems else "pass",
@@ -415,7 +413,3 @@ def format_module_run(summary: dict[str, Any], first: Report | None) -> str:
         lines += ["    " + x for x in format_summary(first).splitlines()[:12]]
     return "\n".join(lines) + "\n"
 
-
-def read_summary(results: Path) -> dict[str, Any] | None:
-    data = read_json(results / "module-run.json")
-    return data if isinstance(data, dict) else None
