@@ -9,7 +9,8 @@
 # alternating, VCPUS=N QEMU vCPUs (default: host cores, at least 4),
 # ONLY=rstat,ucount,migrate (default all).
 # make module-run: PROFILE=x86_64-kasan (default) CYCLES=N (default 1) loads and
-# unloads, MODULE_ARGS="seed=N threads=N" (insmod parameters), FILTER=.
+# unloads, MODULE_ARGS="seed=N threads=N" (insmod parameters), FILTER=,
+# KDIR=<a built x86_64 kernel with the series>: build the module against it, boot it.
 # make stress: PROFILE=um-lockdep (default) RUNS=N (default 10) boots of one build,
 # SEED=N (the same seed every boot; default a new one each), UNTIL_FAIL=1.
 
@@ -18,7 +19,7 @@ CGKUNIT := $(PYTHON) tools/kunit/cgkunit.py
 REPS ?= 5
 DURATION_MS ?= 1000
 ROUNDS ?= 3
-export KERNEL_SRC KERNEL_REF KERNEL_ARGS FILTER CGKUNIT_ACCEL CYCLES MODULE_ARGS
+export KERNEL_SRC KERNEL_REF KERNEL_ARGS FILTER CGKUNIT_ACCEL CYCLES MODULE_ARGS KDIR
 
 .PHONY: run test kcsan kasan lockdep-x86 check module module-run bench coverage stress pytest deps clean help
 
@@ -31,7 +32,8 @@ help:
 	@echo "make check    prove the oracles: deliberately broken kernels must go red"
 	@echo "make module   build the suite as a module (cgroup_kunit.ko)"
 	@echo "make module-run  load and unload cgroup_kunit.ko in a booted x86_64 guest under kmemleak"
-	@echo "              (PROFILE=x86_64-kasan CYCLES=N MODULE_ARGS=\"seed=N threads=N\" FILTER=; not in make test)"
+	@echo "              (PROFILE=x86_64-kasan CYCLES=N MODULE_ARGS=\"seed=N threads=N\" FILTER=;"
+	@echo "              KDIR=<your built kernel>: the module built against it, in it; not in make test)"
 	@echo "make bench    benchmarks: base kernel vs base + kernel/series, side by side"
 	@echo "              (x86_64 QEMU; REPS=$(REPS) DURATION_MS=$(DURATION_MS); not part of make test)"
 	@echo "make coverage which kernel lines the suite drives (UML gcov + lcov; not part of make test)"

@@ -123,6 +123,9 @@ def make_parser() -> Parser:
                         "declare, or a value it refuses, is bad input (exit status 2)")
     p.add_argument("--filter", default=os.environ.get("FILTER", ""), metavar="GLOB",
                    help="kunit.filter_glob for the module's suites (default $FILTER: all)")
+    p.add_argument("--kdir", default=os.environ.get("KDIR", ""), metavar="PATH",
+                   help="build the module against this built x86_64 kernel (it must carry "
+                        "kernel/series) and boot that kernel's bzImage (default $KDIR)")
     p.add_argument("--jobs", type=_jobs, metavar="N")
     p.add_argument("--verbose", action="store_true", help="echo the console while it runs")
     _tree_opts(p)
@@ -221,10 +224,14 @@ def preflight(args: argparse.Namespace, repo: Path, build: Path) -> None:
     if args.command == "module-run":
         module_run.check_cycles(args.cycles)
         module_run.module_args(args.module_args, repo)
+        if args.kdir:
+            module_run.check_kdir(args.kdir)
     if args.command == "stress":
         stress.check_options(args.runs, args.seed, _split_args(args.kernel_args))
     if args.command in BOOTS:
         accel_mode(os.environ.get("CGKUNIT_ACCEL"))
+    if getattr(args, "kdir", ""):
+        return  # KDIR's kernel is used as it is: no base, series or tree to check
     if shutil.which("git") is None:
         raise DriverError("command not found: git")
     if args.kernel_src:
@@ -261,7 +268,7 @@ def dispatch(args: argparse.Namespace) -> int:
     if args.command == "module-run":
         return module_run.module_run(repo, build, args.profile, args.cycles, args.module_args,
                                      args.filter, args.kernel_src, args.kernel_ref, args.jobs,
-                                     echo=args.verbose)
+                                     echo=args.verbose, kdir_text=args.kdir)
     if args.command == "run":
         opts = pipeline.RunOptions(profile=args.profile, kernel_args=_split_args(args.kernel_args),
                                    filter_glob=args.filter, no_build=args.no_build,

@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from . import profile as profiles
-from .common import DriverError, say, write_json
+from .common import DriverError, run_logged, say, write_json
 from .params import SUITE_MODULE, suite_parameters
 from .pipeline import choose_qemu, prepare
 from .report import Report, build_report, format_summary, strip_prefix, write_summary
-from .run import HANG_S, StopRules, build, clear_results, kunit_env, kunit_parse, watch
+from .run import (HANG_S, StopRules, build, build_failure, clear_results, kunit_env,
+                  kunit_parse, watch)
 
 MODULE_RUN_KCONFIG = (
     "CONFIG_MODULES=y", "CONFIG_MODULE_UNLOAD=y", "CONFIG_CGROUP_KUNIT_TEST=m",
@@ -83,6 +84,91 @@ def check_cycles(cycles: int) -> int:
     if not 1 <= cycles <= MAX_CYCLES:
         raise DriverError(f"CYCLES={cycles}: want 1..{MAX_CYCLES}")
     return cycles
+
+
+# --- a user's kernel build directory (KDIR) ----------------------------------------------------
+
+# What the guest kernel needs for module-run, besides the series' KUnit helpers.
+KDIR_NEEDS = (
+    "CONFIG_X86_64=y", "CONFIG_MODULES=y", "CONFIG_MODULE_UNLOAD=y", "CONFIG_KUNIT=y",
+    "CONFIG_KUNIT_DEBUGFS=y", "CONFIG_DEBUG_FS=y", "CONFIG_CGROUPS=y", "CONFIG_USER_NS=y",
+    "CONFIG_TRACEPOINTS=y", "CONFIG_BLK_DEV_INITRD=y", "CONFIG_BINFMT_SCRIPT=y",
+)
+KMEMLEAK = "CONFIG_DEBUG_KMEMLEAK=y"
+# The first KUnit helper of the series that the suite's migrate, rstat and css_set cases need.
+HELPER_MARK = ("include/linux/cgroup.h", "cgroup_create_for_test")
+
+
+@dataclass
+class Kdir:
+    """A kernel build directory the suite is built against (make -C KDIR M=...)."""
+    path: Path
+    source: Path                 # its source tree (the same dir, or O='s "source" link)
+    image: Path
+    release: str
+    kmemleak: bool
+
+
+def read_kconfig(path: Path) -> set[str]:
+    """The NAME=value lines of a .config."""
+    return {line.strip() for line in path.read_text(errors="replace").splitlines()
+            if line.startswith("CONFIG_")}
+
+
+def check_kdir(text: str) -> Kdir:
+    """KDIR checked before anything runs: a built x86_64 kernel with modules, KUnit and its
+    debugfs; DriverError (exit 2) naming the first thing missing."""
+    kdir = Path(text).expanduser()
+    if not kdir.is_dir():
+        raise DriverError(f"KDIR={text}: not a directory")
+    kdir = kdir.resolve()
+    for need in (".config", "Module.symvers", "include/config/kernel.release"):
+        if not (kdir / need).is_file():
+            raise DriverError(f"KDIR={kdir}: no {need}: want a configured and built kernel "
+                              "(make -C <source> O=<KDIR> bzImage modules)")
+    config = read_kconfig(kdir / ".config")
+    missing = [c for c in KDIR_NEEDS if c not in config]
+    if missing:
+        raise DriverError(f"KDIR={kdir}: its .config lacks {', '.join(missing)}")
+    image = kdir / "arch" / "x86" / "boot" / "bzImage"
+    if not image.is_file():
+        raise DriverError(f"KDIR={kdir}: no {image.relative_to(kdir)}: build the kernel image")
+    source = (kdir / "source").resolve() if (kdir / "source").is_dir() else kdir
+    header, symbol = HELPER_MARK
+    try:
+        helpers = symbol in (source / header).read_text(errors="replace")
+    except OSError:
+        raise DriverError(f"KDIR={kdir}: cannot read {source / header}") from None
+    if not helpers:
+        raise DriverError(f"KDIR={kdir}: {source} does not carry kernel/series "
+                          f"({symbol} is not in {header}): apply the series and rebuild")
+    release = (kdir / "include" / "config" / "kernel.release").read_text().strip()
+    return Kdir(path=kdir, source=source, image=image, release=release,
+                kmemleak=KMEMLEAK in config)
+
+
+def kdir_make_command(kdir: Path, src: Path, jobs: int) -> list[str]:
+    """Kbuild's external-module build of the suite copied to src."""
+    return ["make", "-C", str(kdir), f"M={src}", "CONFIG_CGROUP_KUNIT_TEST=m",
+            f"-j{jobs}", "modules"]
+
+
+def build_module_kdir(repo: Path, build_root: Path, kdir: Kdir, jobs: int | None) -> Path:
+    """cgroup_kunit.ko built out of tree against kdir, from a copy of lib/kunit-cgroup under
+    the build root (Kbuild writes its objects next to the sources)."""
+    src = build_root / "module-kdir" / "src"
+    if src.exists():
+        shutil.rmtree(src)
+    shutil.copytree(repo / "lib" / "kunit-cgroup", src)
+    log = src.parent / "build.log"
+    say(f"building {MODULE} against KDIR {kdir.path} ({kdir.release}); log {log}")
+    rc, secs = run_logged(kdir_make_command(kdir.path, src, jobs or os.cpu_count() or 1), log,
+                          f"building {MODULE}")
+    if rc != 0:
+        raise DriverError(f"building {MODULE} against {kdir.path} failed: "
+                          f"{build_failure(log.read_text(errors='backslashreplace'))}; see {log}")
+    say(f"built {MODULE} in {secs:.0f}s")
+    return src / MODULE
 
 
 # --- the initramfs ---------------------------------------------------------------------------
@@ -290,8 +376,10 @@ def cycle_report(results: Path, tree: Path, cycle: Cycle, verdict: str, profile:
                                              if t.level == "case" and t.status in ("FAIL", "CRASH")])
 
 
-def problems_of(log: GuestLog, cycles: list[CycleResult], wanted: int, verdict: str) -> list[str]:
-    """Everything that fails the run, one line each."""
+def problems_of(log: GuestLog, cycles: list[CycleResult], wanted: int, verdict: str,
+                kmemleak: bool = True) -> list[str]:
+    """Everything that fails the run, one line each (kmemleak False: the kernel has none,
+    so no scan is not a problem)."""
     out = []
     for c in cycles:
         if c.status in ("insmod", "rmmod"):
@@ -304,7 +392,9 @@ def problems_of(log: GuestLog, cycles: list[CycleResult], wanted: int, verdict: 
     completed = sum(1 for c in log.cycles if c.unloaded)
     if completed < wanted and not any(c.status in ("insmod", "rmmod") for c in cycles):
         out.append(f"{completed} of {wanted} cycles completed (the guest {verdict})")
-    if log.kmemleak_off:
+    if not kmemleak:
+        pass
+    elif log.kmemleak_off:
         out.append("kmemleak was not available in the guest")
     elif log.kmemleak is None:
         out.append("no kmemleak scan ran")
@@ -326,17 +416,22 @@ def qemu_command(image: Path, initramfs: Path, prof: profiles.Profile, kernel_ar
             "-accel", "kvm", "-accel", "tcg", "-serial", "stdio", "-bios", "qboot.rom"]
 
 
-def module_run(repo: Path, build_root: Path, profile_name: str, cycles: int, args_text: str,
-               filter_glob: str, kernel_src: str | None, kernel_ref: str = "HEAD",
-               jobs: int | None = None, echo: bool = False) -> int:
-    """Build, boot, load and unload CYCLES times; print the summary; the exit status."""
-    check_cycles(cycles)
-    args = module_args(args_text, repo)
-    prof = profiles.load_profile(repo, profile_name)
-    if prof.arch != "x86_64":
-        raise DriverError(f"module-run needs an x86_64 profile, not {prof.name} ({prof.arch})")
-    if not BUSYBOX.is_file():
-        raise DriverError(f"{BUSYBOX} missing: install busybox-static (make deps does)")
+@dataclass
+class Guest:
+    """The kernel module-run boots and the module it loads."""
+    image: Path
+    ko: Path
+    source: Path                     # the kernel source (kunit.py parse)
+    label: str                       # where it came from, for the summary
+    base: str
+    kmemleak: bool
+    results_name: str
+    work: Path                       # where the initramfs goes and QEMU runs
+
+
+def own_guest(repo: Path, build_root: Path, prof: profiles.Profile, kernel_src: str | None,
+              kernel_ref: str, jobs: int | None) -> Guest:
+    """The profile's kernel with the series, the suite =m, modules and kmemleak."""
     tree, base = prepare(repo, build_root, kernel_src, kernel_ref)
     out = build_root / "out" / f"{prof.name}-module-run"
     build(tree.path, prof, repo, build_root, jobs, out=out, kconfig_add=MODULE_RUN_KCONFIG)
@@ -345,7 +440,41 @@ def module_run(repo: Path, build_root: Path, profile_name: str, cycles: int, arg
     for need in (ko, image):
         if not need.is_file():
             raise DriverError(f"the module-run build of {prof.name} produced no {need}")
-    results = profiles.results_dir(build_root, f"{prof.name}-module-run")
+    return Guest(image=image, ko=ko, source=tree.path, base=base, kmemleak=True,
+                 label=f"{tree.path} @ {tree.head_commit[:12]}",
+                 results_name=f"{prof.name}-module-run", work=out)
+
+
+def kdir_guest(repo: Path, build_root: Path, kdir: Kdir, jobs: int | None) -> Guest:
+    """A user's built kernel (KDIR) and the suite built against it."""
+    ko = build_module_kdir(repo, build_root, kdir, jobs)
+    if not ko.is_file():
+        raise DriverError(f"building against {kdir.path} produced no {MODULE}")
+    if not kdir.kmemleak:
+        say(f"KDIR {kdir.path}: no {KMEMLEAK}: the run cannot check for leaks")
+    return Guest(image=kdir.image, ko=ko, source=kdir.source, base=f"KDIR {kdir.release}",
+                 kmemleak=kdir.kmemleak, label=f"KDIR {kdir.path}", results_name="kdir-module-run",
+                 work=ko.parent.parent)
+
+
+def module_run(repo: Path, build_root: Path, profile_name: str, cycles: int, args_text: str,
+               filter_glob: str, kernel_src: str | None, kernel_ref: str = "HEAD",
+               jobs: int | None = None, echo: bool = False, kdir_text: str = "") -> int:
+    """Build (or, with kdir_text, build the module against KDIR), boot, load and unload
+    CYCLES times; print the summary; the exit status."""
+    check_cycles(cycles)
+    args = module_args(args_text, repo)
+    prof = profiles.load_profile(repo, profile_name)
+    if prof.arch != "x86_64":
+        raise DriverError(f"module-run needs an x86_64 profile, not {prof.name} ({prof.arch})")
+    if not BUSYBOX.is_file():
+        raise DriverError(f"{BUSYBOX} missing: install busybox-static (make deps does)")
+    if kdir_text:
+        guest = kdir_guest(repo, build_root, check_kdir(kdir_text), jobs)
+    else:
+        guest = own_guest(repo, build_root, prof, kernel_src, kernel_ref, jobs)
+    ko, image, out = guest.ko, guest.image, guest.work
+    results = profiles.results_dir(build_root, guest.results_name)
     clear_results(results)
     for name in ("module-run.json", "kmemleak.txt"):
         (results / name).unlink(missing_ok=True)
@@ -363,19 +492,18 @@ def module_run(repo: Path, build_root: Path, profile_name: str, cycles: int, arg
                rules=StopRules.of(prof))
     text = (results / "console.log").read_text(errors="backslashreplace")
     log = split_console(text)
-    tree_label = f"{tree.path} @ {tree.head_commit[:12]}"
     reports, done = [], []
     for cycle in log.cycles:
         verdict = "completed" if cycle.unloaded or cycle.failed else ex.verdict
-        report, result = cycle_report(results, tree.path, cycle, verdict, prof.name,
-                                      tree_label, base)
+        report, result = cycle_report(results, guest.source, cycle, verdict, prof.name,
+                                      guest.label, guest.base)
         reports.append(report)
         done.append(result)
     refused = {p.describe(): p for r in reports for p in r.bad_parameters}
     if refused:  # the module's param set() returned -EINVAL: insmod failed, nothing ran
         raise DriverError(f"MODULE_ARGS: the suite refused {'; '.join(refused)}; "
                           "insmod failed with -EINVAL")
-    problems = problems_of(log, done, cycles, ex.verdict)
+    problems = problems_of(log, done, cycles, ex.verdict, guest.kmemleak)
     summary: dict[str, Any] = {
         "profile": prof.name, "cycles_wanted": cycles, "module_args": args,
         "filter": filter_glob, "accel": accel, "elapsed": round(ex.elapsed, 1),
@@ -383,7 +511,8 @@ def module_run(repo: Path, build_root: Path, profile_name: str, cycles: int, arg
         "cycles_completed": sum(1 for c in log.cycles if c.unloaded),
         "kmemleak": log.kmemleak, "status": "fail" if problems else "pass",
         "problems": problems, "cycles": [asdict(c) for c in done],
-        "tree": tree_label, "base": base, "command": cmd,
+        "tree": guest.label, "base": guest.base, "command": cmd,
+        "kernel": f"{guest.label} ({prof.name}'s watchdog)" if kdir_text else "",
     }
     write_json(results / "module-run.json", summary)
     (results / "kmemleak.txt").write_text("\n".join(log.kmemleak_text) + "\n")
@@ -393,7 +522,8 @@ def module_run(repo: Path, build_root: Path, profile_name: str, cycles: int, arg
 
 def format_module_run(summary: dict[str, Any], first: Report | None) -> str:
     """The one-screen summary."""
-    head = (f"cgkunit: {summary['profile']} module-run: {summary['status'].upper()}: "
+    who = summary.get("kernel") or summary["profile"]
+    head = (f"cgkunit: {who} module-run: {summary['status'].upper()}: "
             f"{summary['cycles_completed']} of {summary['cycles_wanted']} load/unload cycles "
             f"in {summary['elapsed']:.0f}s (QEMU {summary['accel']})")
     lines = [head]

@@ -28,6 +28,8 @@ def run_entry(*args: str) -> subprocess.CompletedProcess[str]:
     (["run", "--profile", "no-such-profile"], "unknown profile 'no-such-profile' (known: "),
     (["build", "--profile", "x", "--jobs", "many"], "invalid int value: 'many'"),
     (["run", "--profile", "x", "--frobnicate"], "unrecognized arguments: --frobnicate"),
+    (["module-run", "--kdir", "/no/such/kdir"], "KDIR=/no/such/kdir: not a directory"),
+    (["module-run", "--kdir", "/", "--cycles", "0"], "CYCLES=0: want 1..1000"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args: list[str], needle: str) -> None:
     proc = run_entry(*args)

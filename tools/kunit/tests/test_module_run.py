@@ -186,3 +186,93 @@ def test_recorded_kasan_console(tmp_path: Path) -> None:
     second = parse_console("\n".join(log.cycles[1].lines))
     skipped = [t.id for t in second.tests if t.level == "case" and t.status == "SKIP"]
     assert "cgroup_migrate.migrate_idle" in skipped
+
+
+# --- KDIR: the suite built against a user's kernel build directory ---------------------------
+
+def fake_kdir(root: Path, config: tuple[str, ...] = mr.KDIR_NEEDS + (mr.KMEMLEAK,),
+              helpers: bool = True, image: bool = True, symvers: bool = True) -> Path:
+    """An O= build directory as Kbuild leaves it: .config, Module.symvers, kernel.release,
+    bzImage, and a "source" link to a tree whose cgroup.h has (or lacks) the helpers."""
+    src = root / "linux"
+    (src / "include" / "linux").mkdir(parents=True)
+    (src / "include" / "linux" / "cgroup.h").write_text(
+        "struct cgroup *cgroup_create_for_test(struct cgroup *parent, const char *name);\n"
+        if helpers else "/* no helpers */\n")
+    kdir = root / "build"
+    (kdir / "include" / "config").mkdir(parents=True)
+    (kdir / "source").symlink_to(src)
+    (kdir / ".config").write_text("# comment\n" + "\n".join(config) + "\n")
+    (kdir / "include" / "config" / "kernel.release").write_text("7.3.4-user\n")
+    if symvers:
+        (kdir / "Module.symvers").write_text("")
+    if image:
+        (kdir / "arch" / "x86" / "boot").mkdir(parents=True)
+        (kdir / "arch" / "x86" / "boot" / "bzImage").write_bytes(b"MZ")
+    return kdir
+
+
+def test_kdir_accepted(tmp_path: Path) -> None:
+    kdir = mr.check_kdir(str(fake_kdir(tmp_path)))
+    assert kdir.source == (tmp_path / "linux").resolve()
+    assert kdir.release == "7.3.4-user" and kdir.kmemleak
+    assert kdir.image.name == "bzImage"
+    assert mr.kdir_make_command(kdir.path, tmp_path / "m", 2) == [
+        "make", "-C", str(kdir.path), f"M={tmp_path / 'm'}", "CONFIG_CGROUP_KUNIT_TEST=m",
+        "-j2", "modules"]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"symvers": False}, "no Module.symvers: want a configured and built kernel"),
+    ({"image": False}, "no arch/x86/boot/bzImage"),
+    ({"helpers": False}, "does not carry kernel/series"),
+    ({"config": ("CONFIG_X86_64=y", "CONFIG_MODULES=y")}, "its .config lacks CONFIG_MODULE_UNLOAD=y"),
+])
+def test_kdir_refused(tmp_path: Path, kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(DriverError, match=message):
+        mr.check_kdir(str(fake_kdir(tmp_path, **kwargs)))  # type: ignore[arg-type]
+
+
+def test_kdir_not_a_directory(tmp_path: Path) -> None:
+    with pytest.raises(DriverError, match="not a directory"):
+        mr.check_kdir(str(tmp_path / "nope"))
+
+
+def test_kdir_without_kmemleak_is_no_problem(tmp_path: Path) -> None:
+    kdir = mr.check_kdir(str(fake_kdir(tmp_path, config=mr.KDIR_NEEDS)))
+    assert not kdir.kmemleak
+    log = mr.split_console(console(1).replace(f"{mr.MARK} kmemleak begin: 0\n", "")
+                           .replace(f"{mr.MARK} kmemleak end\n", "")
+                           .replace(f"{mr.MARK} done", f"{mr.MARK} kmemleak: unavailable\n"
+                                    f"{mr.MARK} done"))
+    assert log.kmemleak_off
+    assert mr.problems_of(log, [result(1)], 1, "completed", kmemleak=False) == []
+    assert mr.problems_of(log, [result(1)], 1, "completed") == ["kmemleak was not available in the guest"]
+
+
+def test_recorded_kdir_console() -> None:
+    """A real `make module-run KDIR=<an x86_64-kasan O= build dir> CYCLES=2
+    FILTER='cgroup_rstat_reader*'`: the module built out of tree against that directory,
+    loaded into its bzImage; both cycles pass, debugfs agrees, kmemleak is clean."""
+    text = (DATA / "module_run_kdir_2cycles.log").read_text()
+    log = mr.split_console(text)
+    assert [c.number for c in log.cycles] == [1, 2]
+    assert all(c.unloaded and not c.failed for c in log.cycles)
+    assert log.kmemleak == 0 and log.done == "ok"
+    results = []
+    for cycle in log.cycles:
+        report = parse_console("\n".join(cycle.lines))
+        assert report.status == "pass", cycle.number
+        assert mr.suite_status(report) == {"cgroup_rstat_reader": "PASS"}
+        assert report.counts.passed == 12 and not report.splats
+        assert mr.debugfs_mismatches(report, cycle.debugfs) == []
+        results.append(result(cycle.number))
+    assert mr.problems_of(log, results, 2, "completed") == []
+
+
+def test_kdir_summary_names_the_kernel() -> None:
+    summary = {"profile": "x86_64-kasan", "kernel": "KDIR /k (x86_64-kasan's watchdog)",
+               "status": "pass", "cycles_completed": 1, "cycles_wanted": 1, "elapsed": 50.0,
+               "accel": "tcg", "kmemleak": 0, "problems": [], "cycles": []}
+    assert mr.format_module_run(summary, None).startswith(
+        "cgkunit: KDIR /k (x86_64-kasan's watchdog) module-run: PASS: 1 of 1")
