@@ -658,6 +658,34 @@ int cgk_case_init(struct kunit *test)
 }
 
 /**
+ * cgk_oracle_take - take what the oracle captured so far in this case
+ * @kind: set to the first report's kind, or NULL if there was none
+ * @title: where to copy the first report's title
+ * @len: size of @title
+ *
+ * For the oracle's own checks, which provoke a report on purpose: the
+ * report is taken off the oracle, so cgk_case_exit() does not fail the
+ * case for it, and the oracle stays armed for anything that follows.
+ *
+ * Return: the number of reports seen since the case began (or since the
+ * last take).
+ */
+unsigned int cgk_oracle_take(const char **kind, char *title, size_t len)
+{
+	unsigned int reports;
+
+	spin_lock_irq(&cgk_oracle.lock);
+	reports = cgk_oracle.reports;
+	*kind = cgk_oracle.kind;
+	strscpy(title, cgk_oracle.title, len);
+	cgk_oracle.reports = 0;
+	cgk_oracle.kind = NULL;
+	cgk_oracle.title[0] = '\0';
+	spin_unlock_irq(&cgk_oracle.lock);
+	return reports;
+}
+
+/**
  * cgk_case_exit - .exit of every cgroup_kunit suite: check the oracle
  * @test: the case that ran
  *

@@ -166,6 +166,7 @@ int cgk_suite_init(struct kunit_suite *suite);
 void cgk_suite_exit(struct kunit_suite *suite);
 int cgk_case_init(struct kunit *test);
 void cgk_case_exit(struct kunit *test);
+unsigned int cgk_oracle_take(const char **kind, char *title, size_t len);
 
 /* Polling with an explained bound, for work finished asynchronously. */
 bool cgk_wait_for(bool (*cond)(void *arg), void *arg, unsigned int timeout_ms);

@@ -6,6 +6,25 @@
  * counter, and checks both are exact and that every worker ran: the start
  * barrier, the stop rules and the join work.
  *
+ * The oracle_sees_* cases run on every boot and prove the oracle from inside,
+ * as kcsan_test does: each provokes one report, takes it off the oracle
+ * (cgk_oracle_take()), checks that the oracle captured exactly that kind,
+ * and passes. They print "oracle: expected <kind> report captured (<n>):
+ * <title>", which the driver reads to not count those <n> reports as
+ * findings. They only use reports after which their detector keeps
+ * working for the rest of the boot:
+ *  - oracle_sees_warning: a WARN();
+ *  - oracle_sees_lockdep: lockdep's suspicious-RCU report (an
+ *    rcu_dereference() outside any RCU reader), which lockdep prints without
+ *    turning itself off; a lock-order report would end lockdep checking for
+ *    every later case of the boot. That report comes once per call site per
+ *    boot (or module load), so the case skips once lockdep is off;
+ *  - oracle_sees_kcsan: two workers racing on a plain int.
+ * No case provokes KASAN: without kasan_multi_shot its first report is its
+ * last in the boot, and it taints the kernel in a way that turns lockdep
+ * off. A KASAN report reaches the oracle by the same console path as the
+ * three above.
+ *
  * The provoke_* cases prove that the oracle turns a report into a failure of
  * the case that caused it. They are skipped unless asked for with
  * cgroup_kunit.provoke=lockdep,kcsan,warn, and each is then expected to FAIL,
@@ -14,7 +33,9 @@
  */
 
 #include <linux/mutex.h>
+#include <linux/rcupdate.h>
 #include <linux/spinlock.h>
+#include <linux/string.h>
 
 #include "harness.h"
 
@@ -61,6 +82,85 @@ static void gang_counts(struct kunit *test)
 	for (i = 0; i < nr; i++)
 		KUNIT_EXPECT_GT_MSG(test, gang->workers[i].iterations, 0UL,
 				    "worker %u never ran", i);
+}
+
+/* ---- the oracle proves itself ---------------------------------------- */
+
+/*
+ * Take the report just provoked off the oracle; check it is one of @want.
+ * @raced: provoked by workers racing for duration_ms, which may be too short
+ * to hit the race (the case is then skipped, as CGK_EXPECT_EXERCISED() does).
+ */
+static void oracle_expect(struct kunit *test, const char *want, const char *prefix,
+			  bool raced)
+{
+	char title[CGK_FAILURE_LEN];
+	const char *kind;
+	unsigned int n;
+
+	n = cgk_oracle_take(&kind, title, sizeof(title));
+	if (!n) {
+		if (!raced || !cgk_too_short(test, "no race was reported"))
+			KUNIT_FAIL(test, "oracle: the %s report provoked here was not captured",
+				   want);
+		return;
+	}
+	KUNIT_EXPECT_STREQ_MSG(test, kind, want, "oracle: captured \"%s\"", title);
+	KUNIT_EXPECT_TRUE_MSG(test, strstarts(title, prefix),
+			      "oracle: captured \"%s\", not a \"%s\" report", title, prefix);
+	kunit_info(test, "oracle: expected %s report captured (%u): %s\n", want, n, title);
+}
+
+static void oracle_sees_warning(struct kunit *test)
+{
+	WARN(1, "cgroup_kunit: a warning the oracle must see\n");
+	oracle_expect(test, "WARNING", "WARNING: ", false);
+}
+
+struct oracle_obj {
+	int v;
+};
+
+static struct oracle_obj __rcu *oracle_rcu_ptr;
+
+static void oracle_sees_lockdep(struct kunit *test)
+{
+	struct oracle_obj *p;
+
+	if (!IS_ENABLED(CONFIG_PROVE_RCU))
+		kunit_skip(test, "needs CONFIG_PROVE_RCU");
+	if (!debug_lockdep_rcu_enabled())
+		kunit_skip(test, "lockdep is off in this boot");
+
+	/* Outside rcu_read_lock(): "suspicious RCU usage" */
+	p = rcu_dereference(oracle_rcu_ptr);
+	KUNIT_EXPECT_NULL(test, p);
+	oracle_expect(test, "lockdep", "WARNING: suspicious RCU usage", false);
+}
+
+static int oracle_racy;
+
+/* Plain read-modify-write of a shared int from both workers. */
+static noinline void oracle_kcsan_step(struct cgk_worker *w)
+{
+	oracle_racy++;
+}
+
+static const struct cgk_gang_ops oracle_kcsan_ops = {
+	.step = oracle_kcsan_step,
+};
+
+static void oracle_sees_kcsan(struct kunit *test)
+{
+	struct cgk_gang *gang;
+
+	if (!IS_ENABLED(CONFIG_KCSAN))
+		kunit_skip(test, "needs CONFIG_KCSAN");
+
+	gang = cgk_gang_create(test, 2, &oracle_kcsan_ops, NULL);
+	KUNIT_ASSERT_NOT_NULL(test, gang);
+	cgk_gang_run(gang);
+	oracle_expect(test, "KCSAN", "BUG: KCSAN: data-race in ", true);
 }
 
 static DEFINE_MUTEX(provoke_a);
@@ -121,6 +221,9 @@ static void provoke_warn(struct kunit *test)
 
 static struct kunit_case cgroup_kunit_oracle_cases[] = {
 	KUNIT_CASE_PARAM(gang_counts, cgk_threads_gen),
+	KUNIT_CASE(oracle_sees_warning),
+	KUNIT_CASE(oracle_sees_lockdep),
+	KUNIT_CASE(oracle_sees_kcsan),
 	KUNIT_CASE(provoke_lockdep),
 	KUNIT_CASE(provoke_kcsan),
 	KUNIT_CASE(provoke_warn),

@@ -1172,12 +1172,12 @@ static void uc_move_to_cpu(unsigned int k)
 	set_cpus_allowed_ptr(current, cpumask_of(cpu));
 }
 
+#ifdef CGK_SIGPENDING_LIMIT_ARG
 /* Levels whose pending-signal counter holds amounts on some CPU. */
 static int uc_levels_with_percpu_amounts(struct uc_case *c)
 {
 	int i, held = 0;
 
-#ifdef CGK_SIGPENDING_LIMIT_ARG
 	for (i = 0; i < ARRAY_SIZE(uc_teardown_parent); i++) {
 		struct percpu_counter *fbc = &c->node[uc_teardown_parent[i]].uc->sigpending;
 		int cpu;
@@ -1189,9 +1189,9 @@ static int uc_levels_with_percpu_amounts(struct uc_case *c)
 			}
 		}
 	}
-#endif
 	return held;
 }
+#endif /* CGK_SIGPENDING_LIMIT_ARG */
 
 /*
  * Charges made on one CPU and uncharged on another leave amounts in the

@@ -57,4 +57,8 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    # Run as a script, this file's directory comes first on sys.path, where the driver's
+    # modules (bisect.py, for one) would shadow the standard library's for matplotlib.
+    if sys.path and Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().parent:
+        sys.path.pop(0)
     sys.exit(main(sys.argv))

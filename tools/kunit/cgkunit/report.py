@@ -51,10 +51,12 @@ class Splat:
     test: str = ""
     message: str = ""
     related: list[str] = field(default_factory=list)
+    expected: bool = False  # provoked by an oracle self-check, which said so: not a finding
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "title": self.title, "test": self.test,
-                "line_no": self.line_no, "message": self.message, "related": self.related}
+                "line_no": self.line_no, "message": self.message, "related": self.related,
+                "expected": self.expected}
 
 
 @dataclass(frozen=True)
@@ -158,6 +160,7 @@ class Report:
     profile: str = ""
     tree: str = ""
     base: str = ""
+    expected: list[Splat] = field(default_factory=list)  # reports the oracle provoked itself
     elapsed: float = 0.0
     console_log: str = ""
     files: dict[str, str] = field(default_factory=dict)
@@ -186,6 +189,7 @@ class Report:
                 "counts": vars(self.counts).copy(), "elapsed": round(self.elapsed, 3),
                 "tests": [t.to_json() for t in self.tests],
                 "splats": [s.to_json() for s in self.splats], "notes": self.notes,
+                "expected_splats": [s.to_json() for s in self.expected],
                 "console_log": self.console_log, "files": self.files,
                 "replay": replay_hints(self), "stops": self.stops,
                 "not_run": [n.to_json() for n in self.not_run],
@@ -227,6 +231,12 @@ DIAG = re.compile(r"^(\s*)#(?: (.*))?$")
 STATS = re.compile(r"(?:^|: )pass:\d+ fail:\d+ skip:\d+ total:\d+$|^Totals: ")
 KV = re.compile(r"([A-Za-z_][\w.]*)=(\S+)")
 METRIC = re.compile(r"(?:^|: )metric: ([A-Za-z_]\w*)((?:\s+\S+)*)\s*$")
+# oracle_kunit.c's self-checks, after taking the report they provoked off the oracle:
+# '# oracle_sees_warning: oracle: expected WARNING report captured (1): WARNING: CPU: ...'
+EXPECTED_REPORT = re.compile(r"(?:^|: )oracle: expected (\S+) report captured \((\d+)\): ")
+# harness.c's kinds (cgk_reports[]) -> the kinds TITLES gives
+ORACLE_KINDS = {"WARNING": "warning", "lockdep": "lockdep", "KCSAN": "kcsan", "KASAN": "kasan",
+                "refcount_t": "refcount", "BUG": "bug", "Oops": "oops"}
 # harness.c's heartbeat while a gang runs: '# <case>: running 40 s of 600 s, 123456 steps'
 HEARTBEAT = re.compile(r"(?:^|#\s)\s*([A-Za-z_]\w*): running \d+ s of \d+ s, (\d+) steps\s*$")
 INTEGER = re.compile(r"-?\d+")
@@ -584,7 +594,8 @@ class _Walker:
         parent.results += 1
         for s in self.pending:
             s.test = ".".join(rec.path())
-            rec.splats.append(s)
+            if not s.expected:
+                rec.splats.append(s)
         rec.params.update(self.pending_params)
         if self.pending_prefix:
             rec.prefix = self.pending_prefix
@@ -599,6 +610,9 @@ class _Walker:
             return
         if heartbeat(text) is not None:
             return  # progress while a gang runs, not a finding (console.log keeps it)
+        expected = EXPECTED_REPORT.search(text)
+        if expected is not None:
+            self._expect(ORACLE_KINDS.get(expected.group(1), ""), int(expected.group(2)))
         metric = parse_metric(text)
         if metric is not None:
             self.pending_metrics.append(metric)
@@ -612,6 +626,13 @@ class _Walker:
                 self.pending_case = segments[0]
             self.pending_params.update(dict(KV.findall(text)))
         self.pending_diags.append(text)
+
+    def _expect(self, kind: str, n: int) -> None:
+        """A self-check says it provoked n reports of kind in this case: the last n such
+        pending reports are not findings."""
+        for splat in reversed(self.pending):
+            if n and splat.kind == kind and not splat.expected:
+                splat.expected, n = True, n - 1
 
     # splats
     def _close(self) -> None:
@@ -783,20 +804,22 @@ def parse_console(text: str, verdict: str = "completed") -> Report:
                     failed=sum(t.status == "FAIL" for t in leaves),
                     skipped=sum(t.status == "SKIP" for t in leaves),
                     crashed=len(w.crash_points))
-    panic = any(s.kind == "panic" for s in w.splats)
+    findings = [s for s in w.splats if not s.expected]
+    panic = any(s.kind == "panic" for s in findings)
     if verdict == "completed" and w.kunit_timeout:
         verdict = "timeout"
         notes.append("kunit.py reported its own timeout")
     # a boot the watchdog stopped on a failure state is a crash of the kernel under test
     status = _overall("crash" if verdict.startswith(STOPPED) else verdict, panic, incomplete,
-                      leaves, tests, w.splats)
+                      leaves, tests, findings)
     if not w.ever_started:
         tail = next((strip_prefix(ln).strip() for ln in reversed(lines) if ln.strip()), "")
         notes.append("no KTAP output found" + (f"; last console line: {tail[:200]}" if tail else ""))
-    boot = [s for s in w.splats if s.test == "boot"]
+    boot = [s for s in findings if s.test == "boot"]
     if boot:
         notes.append(f"{len(boot)} splat(s) during boot, before any test")
-    return Report(status=status, verdict=verdict, tests=tests, splats=w.splats, counts=counts,
+    return Report(status=status, verdict=verdict, tests=tests, splats=findings, counts=counts,
+                  expected=[s for s in w.splats if s.expected],
                   notes=notes, ktap_started=w.ever_started, ktap_complete=complete,
                   not_run=w.not_run, bad_parameters=list(w.refused.values()))
 
@@ -1022,7 +1045,9 @@ def format_summary(report: Report) -> str:
     kinds = Counter(s.kind for s in report.splats)
     tail.append(f"  {c.passed} passed, {c.failed} failed, {c.skipped} skipped, {c.crashed} crashed; "
                 f"{len(report.splats)} splat(s)"
-                + (" (" + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())) + ")" if kinds else ""))
+                + (" (" + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())) + ")" if kinds else "")
+                + (f"; oracle self-checks: {len(report.expected)} provoked report(s) seen"
+                   if report.expected else ""))
     tail += [f"  refused: {p.describe()}  (console.log:{p.line_no}; the default was used)"
              for p in report.bad_parameters]
     tail += [f"  note: {n}" for n in report.notes]

@@ -381,3 +381,76 @@ def test_repeated_reports_from_other_cpus_are_grouped_in_the_summary() -> None:
     text = rp.format_summary(r)
     assert text.count("css_set_move_task") == 1
     assert "x3, first at console.log:" in text
+
+
+# --- the oracle's self-checks: reports they provoke and say they took are not findings ----
+
+def oracle_console(expect: str | None, reports: int = 1) -> str:
+    lines = ["KTAP version 1", "1..1", "    KTAP version 1", "    # Subtest: cgroup_kunit_oracle",
+             "    1..1"]
+    for _ in range(reports):
+        lines += ["------------[ cut here ]------------",
+                  "cgroup_kunit: a warning the oracle must see",
+                  "WARNING: CPU: 1 PID: 57 at lib/kunit-cgroup/oracle_kunit.c:59 "
+                  "oracle_sees_warning+0x1d/0x60",
+                  "---[ end trace 0000000000000000 ]---"]
+    if expect:
+        lines.append(f"    # oracle_sees_warning: {expect}")
+    lines += ["    ok 1 oracle_sees_warning", "ok 1 cgroup_kunit_oracle"]
+    return "\n".join(lines) + "\n"
+
+
+SAID = ("oracle: expected WARNING report captured (1): WARNING: CPU: 1 PID: 57 at "
+        "lib/kunit-cgroup/oracle_kunit.c:59 oracle_sees_warning+0x1d/0x60")
+
+
+def test_expected_report_is_not_a_finding() -> None:
+    report = rp.parse_console(oracle_console(SAID))
+    assert report.status == "pass" and report.splats == []
+    assert [(s.kind, s.test) for s in report.expected] == \
+        [("warning", "cgroup_kunit_oracle.oracle_sees_warning")]
+    case = next(t for t in report.tests if t.name == "oracle_sees_warning")
+    assert case.status == "PASS" and case.splats == []
+    assert "oracle self-checks: 1 provoked report(s) seen" in rp.format_summary(report)
+    assert report.to_json()["expected_splats"][0]["expected"] is True
+
+
+def test_unannounced_report_still_fails_the_case() -> None:
+    report = rp.parse_console(oracle_console(None))
+    assert report.status == "fail" and len(report.splats) == 1 and report.expected == []
+
+
+def test_expectation_covers_only_the_reports_it_counts() -> None:
+    report = rp.parse_console(oracle_console(SAID, reports=2))
+    assert report.status == "fail"
+    assert len(report.splats) == 1 and len(report.expected) == 1
+
+
+def test_expectation_of_another_kind_covers_nothing() -> None:
+    report = rp.parse_console(oracle_console(SAID.replace("WARNING report", "KCSAN report")))
+    assert report.status == "fail" and report.expected == []
+
+
+def test_real_oracle_selfchecks_pass() -> None:
+    """x86_64-kcsan and um-lockdep boots of cgroup_kunit_oracle: the WARNING, the RCU
+    lockdep report and KCSAN's (10 reports of one race) are expected, not findings."""
+    kcsan = rp.parse_console((DATA / "real_kcsan_oracle_selfchecks.log").read_text())
+    assert kcsan.status == "pass" and kcsan.splats == []
+    assert sorted({s.kind for s in kcsan.expected}) == ["kcsan", "warning"]
+    assert len(kcsan.expected) == 11
+    assert {s.test for s in kcsan.expected} == {"cgroup_kunit_oracle.oracle_sees_warning",
+                                                 "cgroup_kunit_oracle.oracle_sees_kcsan"}
+    um = rp.parse_console((DATA / "real_um_oracle_selfchecks.log").read_text())
+    assert um.status == "pass" and um.splats == []
+    assert sorted(s.kind for s in um.expected) == ["lockdep", "warning"]
+
+
+def test_real_oracle_probe_broken_fails_the_selfchecks() -> None:
+    """The oracle-probe-never-records check's boot: both self-checks fail, and the reports
+    they provoked are findings (no expectation line was printed)."""
+    report = rp.parse_console((DATA / "real_um_oracle_probe_broken.log").read_text())
+    assert report.status == "fail" and report.expected == []
+    failed = sorted(t.id for t in report.tests if t.level == "case" and t.status == "FAIL")
+    assert failed == ["cgroup_kunit_oracle.oracle_sees_lockdep",
+                      "cgroup_kunit_oracle.oracle_sees_warning"]
+    assert sorted(s.kind for s in report.splats) == ["lockdep", "warning"]
