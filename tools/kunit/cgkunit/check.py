@@ -208,6 +208,14 @@ def format_table(outcomes: list[Outcome]) -> str:
 Runner = Callable[[Check], Report]
 
 
+def report_line(report: Report) -> None:
+    """The printer of a check's run: one line, not the run's summary (summary.txt has it)."""
+    c = report.counts
+    where = report.files.get("summary", "")
+    say(f"  run {report.status}: {c.passed} passed, {c.failed} failed, {c.skipped} skipped, "
+        f"{c.crashed} crashed; {len(report.splats)} report(s)" + (f"; {where}" if where else ""))
+
+
 def run_checks(checks: list[Check], runner: Runner, only: str | None = None) -> tuple[int, str]:
     """Run checks one after another; (exit code, table)."""
     if only:
@@ -216,13 +224,16 @@ def run_checks(checks: list[Check], runner: Runner, only: str | None = None) -> 
             raise DriverError(f"no check named {only!r}")
     outcomes: list[Outcome] = []
     errors = 0
-    for c in checks:
-        say(f"check {c.name}: profile {c.profile}")
+    for i, c in enumerate(checks, 1):
+        say(f"check {i} of {len(checks)}: {c.name} (profile {c.profile})")
         try:
             outcomes.append(evaluate(c, runner(c)))
         except DriverError as e:
             errors += 1
             outcomes.append(Outcome(check=c, ok=False, status="error", problems=[e.reason]))
+        o = outcomes[-1]
+        say(f"check {i} of {len(checks)}: {c.name}: " + ("ok" if o.ok else "NOT OK")
+            + "".join(f"\n    - {p}" for p in o.problems))
     table = format_table(outcomes)
     if errors:
         return 2, table

@@ -310,7 +310,7 @@ def dispatch(args: argparse.Namespace) -> int:
                 profile=c.profile, kernel_args=list(c.kernel_args), filter_glob=c.filter,
                 kernel_src=args.kernel_src, kernel_ref=args.kernel_ref,
                 extra_patches=[Path(p) for p in c.extra_patches], results_tag=f"check-{c.name}",
-                isolate=checks.check_isolate(c, isolate)))
+                isolate=checks.check_isolate(c, isolate)), printer=checks.report_line)
         code, table = checks.run_checks(found, runner, args.only)
         print(table, end="")
         return code

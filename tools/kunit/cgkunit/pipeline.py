@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from . import profile as profiles
 from .common import DriverError, read_json, say
@@ -162,11 +163,17 @@ def ready_kernel(repo: Path, build_root: Path, opts: RunOptions) -> Kernel:
     return Kernel(profile=prof, tree=tree, base=base, shim=shim, accel=accel)
 
 
-def run_profile(repo: Path, build_root: Path, opts: RunOptions) -> Report:
-    """fetch + prepare + build + exec + parse + report; prints the summary."""
+def print_summary(report: Report) -> None:
+    """The default printer of run_profile: the whole summary."""
+    print(format_summary(report), end="", flush=True)
+
+
+def run_profile(repo: Path, build_root: Path, opts: RunOptions,
+                printer: Callable[[Report], None] = print_summary) -> Report:
+    """fetch + prepare + build + exec + parse + report; the report goes to printer."""
     k = ready_kernel(repo, build_root, opts)
     results = profiles.results_dir(build_root, k.profile.name, opts.results_tag or k.tree.variant)
     report = boot_and_report(repo, build_root, k.profile, k.tree, k.base, results, opts.kernel_args,
                              opts.filter_glob, shim=k.shim, echo=opts.echo, isolate=opts.isolate)
-    print(format_summary(report), end="", flush=True)
+    printer(report)
     return report

@@ -198,3 +198,15 @@ def test_every_profile_has_a_make_target_and_a_readme_row() -> None:
             assert "\n\t$(CGKUNIT) coverage" in makefile
             continue
         assert pl.replay_target(repo, name).startswith("make "), name
+
+
+def test_check_run_prints_one_line_not_the_summary(capsys: pytest.CaptureFixture[str]) -> None:
+    """make check injects report_line as the run's printer: one line per run, the table at
+    the end (each run's full summary is in its summary.txt)."""
+    from cgkunit import check as ck
+    from cgkunit import report as rp
+    report = rp.parse_console((DATA / "01_all_pass.log").read_text())
+    report.files["summary"] = "/r/summary.json"
+    ck.report_line(report)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "run pass: " in err[0] and err[0].endswith("; /r/summary.json")

@@ -99,7 +99,8 @@ def test_isolate_option_and_environment(tmp_path: Path, monkeypatch: pytest.Monk
     from cgkunit import report as rp
     seen: list[pipeline.RunOptions] = []
 
-    def fake_run(repo: Path, build: Path, opts: pipeline.RunOptions) -> rp.Report:
+    def fake_run(repo: Path, build: Path, opts: pipeline.RunOptions,
+                 printer: object = None) -> rp.Report:
         seen.append(opts)
         return rp.parse_console((DATA / "01_all_pass.log").read_text())
     monkeypatch.setattr(pipeline, "run_profile", fake_run)

@@ -153,7 +153,8 @@ def test_valid_parameters_reach_the_run(tmp_path: Path, monkeypatch: pytest.Monk
                                         capsys: pytest.CaptureFixture[str]) -> None:
     seen: list[pipeline.RunOptions] = []
 
-    def fake_run(repo: Path, build: Path, opts: pipeline.RunOptions) -> rp.Report:
+    def fake_run(repo: Path, build: Path, opts: pipeline.RunOptions,
+                 printer: object = None) -> rp.Report:
         seen.append(opts)
         return parse("01_all_pass.log")
     monkeypatch.setattr(pipeline, "run_profile", fake_run)
@@ -258,7 +259,8 @@ def test_refusal_forms() -> None:
 
 def test_run_with_a_refused_value_exits_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                           capsys: pytest.CaptureFixture[str]) -> None:
-    def fake_run(repo: Path, build: Path, opts: pipeline.RunOptions) -> rp.Report:
+    def fake_run(repo: Path, build: Path, opts: pipeline.RunOptions,
+                 printer: object = None) -> rp.Report:
         r = parse()
         print(rp.format_summary(r), end="")
         return r
@@ -338,7 +340,8 @@ def test_a_check_that_does_not_expect_a_refusal_fails() -> None:
 
 def test_check_runner_reports_ok_with_the_refusals(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    def fake_run(repo: Path, build: Path, opts: pipeline.RunOptions) -> rp.Report:
+    def fake_run(repo: Path, build: Path, opts: pipeline.RunOptions,
+                 printer: object = None) -> rp.Report:
         return parse()
     monkeypatch.setattr(pipeline, "run_profile", fake_run)
     code = cli.main(["--build-dir", str(tmp_path), "check", "--only", "bad-parameters"])
