@@ -304,3 +304,15 @@ def test_a_lockup_reported_again_and_again_is_a_storm() -> None:
     assert r.verdict is not None and r.verdict.startswith(
         "stopped: report storm (watchdog: BUG: soft lockup - CPU#0 stuck for 22s!")
     assert " x3, no KUnit result for 52 s)" in r.verdict and between(r.at, 72, 72.5)
+
+
+def test_silence_after_an_expected_lockdep_report_does_not_stop() -> None:
+    """oracle_sees_lockdep provokes lockdep's RCU report and says it took it: a later
+    quiet stretch is not 'silent after a lockdep report' (only the hang rule is left)."""
+    lines = log_lines("real_um_oracle_selfchecks.log")
+    assert any("oracle: expected lockdep report captured" in ln for ln in lines)
+    r = replay(lines, silence=100)
+    assert r.verdict is None
+    unexpected = [ln for ln in lines if "oracle: expected lockdep" not in ln]
+    r = replay(unexpected, silence=100)
+    assert r.verdict is not None and r.verdict.startswith("stopped: silent 30 s after lockdep")
