@@ -13,15 +13,19 @@
 # KDIR=<a built x86_64 kernel with the series>: build the module against it, boot it.
 # make stress: PROFILE=um-lockdep (default) RUNS=N (default 10) boots of one build,
 # SEED=N (the same seed every boot; default a new one each), UNTIL_FAIL=1.
+# make bisect: GOOD=<rev> BAD=<rev> (commits of KERNEL_SRC, or without it patches of
+# kernel/series: base, 0012, ...), SIGNATURE=<key>|auto (default auto: the most frequent
+# at BAD), PROFILE=um-lockdep (default), RUNS=N boots per commit (default 10), FILTER=,
+# KERNEL_ARGS=. make bisect-selftest: RUNS=N (default 3).
 
 PYTHON ?= python3
 CGKUNIT := $(PYTHON) tools/kunit/cgkunit.py
 REPS ?= 5
 DURATION_MS ?= 1000
 ROUNDS ?= 3
-export KERNEL_SRC KERNEL_REF KERNEL_ARGS FILTER CGKUNIT_ACCEL CYCLES MODULE_ARGS KDIR
+export KERNEL_SRC KERNEL_REF KERNEL_ARGS FILTER CGKUNIT_ACCEL CYCLES MODULE_ARGS KDIR GOOD BAD SIGNATURE
 
-.PHONY: run test kcsan kasan lockdep-x86 check module module-run bench coverage stress pytest deps clean help
+.PHONY: run test kcsan kasan lockdep-x86 check module module-run bench coverage stress bisect bisect-selftest pytest deps clean help
 
 help:
 	@echo "make run      the suite on UML under lockdep (the main job)"
@@ -39,6 +43,11 @@ help:
 	@echo "make coverage which kernel lines the suite drives (UML gcov + lcov; not part of make test)"
 	@echo "make stress   boot one build RUNS=N times (PROFILE=, FILTER=, SEED=, UNTIL_FAIL=1):"
 	@echo "              how often each failure signature comes, with a 95% interval (not in make test)"
+	@echo "make bisect   the commit that introduced a failure: GOOD=<rev> BAD=<rev> [KERNEL_SRC=]"
+	@echo "              [SIGNATURE=<key>|auto] [PROFILE=] [FILTER=] [RUNS=10] [KERNEL_ARGS=];"
+	@echo "              repeated boots per commit, a confidence (not in make test)"
+	@echo "make bisect-selftest  bisect a throwaway tree with a known culprit (not in make test:"
+	@echo "              6 to 14 minutes of builds and boots)"
 	@echo "make clean    remove build/ (sources, trees, build dirs, results)"
 
 deps:
@@ -75,6 +84,12 @@ coverage: deps
 stress: deps
 	$(CGKUNIT) stress --profile $(or $(PROFILE),um-lockdep) --runs $(or $(RUNS),10) \
 		$(if $(SEED),--seed $(SEED)) $(if $(filter-out 0,$(UNTIL_FAIL)),--until-fail)
+
+bisect: deps
+	$(CGKUNIT) bisect --profile $(or $(PROFILE),um-lockdep) --runs $(or $(RUNS),10)
+
+bisect-selftest: deps
+	$(CGKUNIT) bisect-selftest $(if $(RUNS),--runs $(RUNS))
 
 pytest:
 	$(PYTHON) -m pytest -q tools/kunit/tests

@@ -11,6 +11,7 @@ from typing import NoReturn, Sequence
 
 from . import bench, coverage
 from . import check as checks
+from . import bisection
 from . import deps, module_run, pipeline, stress
 from .common import BASE_FILE, DriverError, build_root, find_repo_root, one_line, say
 from .fetch import fetch_base, parse_base
@@ -67,15 +68,17 @@ def _cycles(text: str) -> int:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def _tree_opts(p: argparse.ArgumentParser) -> None:
+def _tree_opts(p: argparse.ArgumentParser, ref: bool = True) -> None:
     p.add_argument("--kernel-src", default=os.environ.get("KERNEL_SRC") or None, metavar="PATH",
                    help="your own Linux git tree instead of the Debian base (default $KERNEL_SRC); "
                         "it is only read, never modified")
+    if not ref:
+        return
     p.add_argument("--kernel-ref", default=os.environ.get("KERNEL_REF") or "HEAD", metavar="REF",
                    help="commit of --kernel-src to use (default $KERNEL_REF or HEAD)")
 
 
-def _boot_opts(p: argparse.ArgumentParser) -> None:
+def _boot_opts(p: argparse.ArgumentParser, no_build: bool = True) -> None:
     """Options of a command that builds and boots one profile (run, coverage)."""
     p.add_argument("--kernel-args", default=os.environ.get("KERNEL_ARGS", ""), metavar='"A=B C=D"',
                    help="extra kernel command line, e.g. cgroup_kunit.seed=123 (default $KERNEL_ARGS); "
@@ -83,9 +86,18 @@ def _boot_opts(p: argparse.ArgumentParser) -> None:
                         "refuses, is bad input (exit status 2)")
     p.add_argument("--filter", default=os.environ.get("FILTER", ""), metavar="GLOB",
                    help="KUnit filter glob, e.g. 'suite.case*' (default $FILTER: the whole suite)")
-    p.add_argument("--no-build", action="store_true", help="boot the kernel built last time")
+    if no_build:
+        p.add_argument("--no-build", action="store_true", help="boot the kernel built last time")
     p.add_argument("--jobs", type=_jobs, metavar="N")
     p.add_argument("--verbose", action="store_true", help="echo the console while it runs")
+
+
+def _runs(text: str) -> int:
+    """RUNS / --runs of bisect: a number in bisection.RUNS (an argparse type)."""
+    try:
+        return bisection.parse_runs(text)
+    except DriverError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _isolate_opt(p: argparse.ArgumentParser, extra: str = "") -> None:
@@ -170,6 +182,31 @@ def make_parser() -> Parser:
     p.add_argument("--until-fail", action="store_true", help="stop at the first failed run")
     _boot_opts(p)
     _tree_opts(p)
+    p = sub.add_parser("bisect", help="git bisect run over repeated boots: the commit that "
+                       "introduced a failure signature, with a confidence",
+                       description=bisection.BISECT_DESCRIPTION, epilog=bisection.BISECT_EXIT_HELP,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--good", default=os.environ.get("GOOD", ""), metavar="REV",
+                   help="a commit without the failure (default $GOOD); without --kernel-src: "
+                        "base or a patch of kernel/series, e.g. 0012")
+    p.add_argument("--bad", default=os.environ.get("BAD", ""), metavar="REV",
+                   help="a commit with it (default $BAD)")
+    p.add_argument("--profile", default="um-lockdep")
+    p.add_argument("--signature", default=os.environ.get("SIGNATURE") or bisection.AUTO,
+                   metavar="KEY", help="the failure signature sought, as make stress prints it "
+                   "('*' wildcards), or auto: the most frequent at BAD (default $SIGNATURE, else auto)")
+    p.add_argument("--runs", type=_runs, default=bisection.BisectOptions.runs, metavar="N",
+                   help=f"boots per commit ({bisection.RUNS[0]}..{bisection.RUNS[1]}, default %(default)s)")
+    _boot_opts(p, no_build=False)
+    _tree_opts(p, ref=False)
+    p = sub.add_parser("bisect-step")  # what git bisect run calls (no help: not for users)
+    p.add_argument("--profile", required=True)
+    p = sub.add_parser("bisect-selftest", help="bisect a throwaway tree with a known culprit "
+                       "(a breakage patch): it must be named with confidence >= 0.9")
+    p.add_argument("--runs", type=_runs, default=bisection.SELFTEST_RUNS, metavar="N",
+                   help="boots per commit (default %(default)s)")
+    p.add_argument("--jobs", type=_jobs, metavar="N")
+    p.add_argument("--verbose", action="store_true", help="echo the console while it runs")
     p = sub.add_parser("coverage", help="the suite on um-coverage (UML gcov): line and branch "
                                         "coverage of the cgroup and ucount files, lcov HTML",
                        epilog=EXIT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -201,8 +238,8 @@ def _isolate(value: str | None) -> str | None:
 
 
 PREPARES = ("prepare", "build", "module", "module-run", "run", "bench", "coverage", "check",
-            "stress")
-BOOTS = ("run", "module-run", "bench", "coverage", "check", "stress")
+            "stress", "bisect", "bisect-selftest")
+BOOTS = ("run", "module-run", "bench", "coverage", "check", "stress", "bisect", "bisect-selftest")
 
 
 def preflight(args: argparse.Namespace, repo: Path, build: Path) -> None:
@@ -234,8 +271,8 @@ def preflight(args: argparse.Namespace, repo: Path, build: Path) -> None:
         return  # KDIR's kernel is used as it is: no base, series or tree to check
     if shutil.which("git") is None:
         raise DriverError("command not found: git")
-    if args.kernel_src:
-        validate_kernel_src(args.kernel_src, args.kernel_ref, build)
+    if getattr(args, "kernel_src", None):
+        validate_kernel_src(args.kernel_src, getattr(args, "kernel_ref", "HEAD"), build)
     else:
         parse_base(repo / BASE_FILE)
     read_series(repo)
@@ -292,6 +329,15 @@ def dispatch(args: argparse.Namespace) -> int:
             kernel_args=tuple(_split_args(args.kernel_args)), filter_glob=args.filter,
             no_build=args.no_build, jobs=args.jobs, echo=args.verbose,
             kernel_src=args.kernel_src, kernel_ref=args.kernel_ref))
+    if args.command == "bisect":
+        return bisection.run_bisect(repo, build, bisection.BisectOptions(
+            good=args.good, bad=args.bad, profile=args.profile, signature=args.signature,
+            runs=args.runs, filter_glob=args.filter, kernel_args=tuple(_split_args(args.kernel_args)),
+            kernel_src=args.kernel_src, jobs=args.jobs, echo=args.verbose))
+    if args.command == "bisect-step":
+        return bisection.step(repo, build, args.profile)
+    if args.command == "bisect-selftest":
+        return bisection.run_selftest(repo, build, args.runs, args.jobs, args.verbose)
     if args.command == "coverage":
         return coverage.run_coverage(repo, build, pipeline.RunOptions(
             profile=coverage.PROFILE, kernel_args=_split_args(args.kernel_args),

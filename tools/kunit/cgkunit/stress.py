@@ -201,6 +201,7 @@ class RunRecord:
     kept: bool = True            # False: a passing run's results, removed (only the last stays)
     reason: str = ""             # infrastructure error or bad input: what happened
     boot_retries: int = 0        # boots of a kernel that hung before KUnit, retried
+    cases: tuple[str, ...] = ()  # suite.case of every test the boot reported (bisect: did it run?)
 
     @property
     def counted(self) -> bool:
@@ -243,7 +244,9 @@ def classify(report: rp.Report, run: int, seed: int, replay: Replay) -> RunRecor
     bad input (a parameter the suite refused)."""
     rec = RunRecord(run=run, seed=seed, status=PASS, report_status=report.status,
                     verdict=report.verdict,
-                    results=str(Path(report.console_log).parent) if report.console_log else "")
+                    results=str(Path(report.console_log).parent) if report.console_log else "",
+                    cases=tuple(sorted({".".join(t.id.split(".")[:2]) for t in report.tests
+                                        if "." in t.id})))
     if report.bad_parameters:
         rec.status, rec.reason = BAD_INPUT, rp.refused_message([report]) or "refused"
         return rec
@@ -375,11 +378,12 @@ class Outcome:
 def stress_loop(boot: Boot, seeds: Iterator[int], runs: int, replay: Replay, *,
                 until_fail: bool = False, label: str = "stress", keep_root: Path | None = None,
                 progress: Callable[[str], None] = say,
-                after: Callable[[list[RunRecord]], None] | None = None) -> Outcome:
-    """Boot runs times (fewer: --until-fail at the first failure, a refused parameter at
-    once, INFRA_IN_A_ROW infrastructure errors in a row, Ctrl-C); classify each boot.
-    Passing runs' results under keep_root are removed but for the last; after(records)
-    is called after every boot."""
+                after: Callable[[list[RunRecord]], None] | None = None,
+                stop_when: Callable[[RunRecord], str] | None = None) -> Outcome:
+    """Boot runs times (fewer: --until-fail at the first failure, stop_when's reason for a
+    run, a refused parameter at once, INFRA_IN_A_ROW infrastructure errors in a row,
+    Ctrl-C); classify each boot. Passing runs' results under keep_root are removed but
+    for the last; after(records) is called after every boot."""
     out = Outcome(records=[])
     last_pass: RunRecord | None = None
     in_a_row = 0
@@ -413,6 +417,8 @@ def stress_loop(boot: Boot, seeds: Iterator[int], runs: int, replay: Replay, *,
                            f"a problem of the machine, not of the kernel under test")
         elif until_fail and rec.status == FAIL:
             out.stopped = f"--until-fail: run {i} failed"
+        elif stop_when is not None:
+            out.stopped = stop_when(rec)
         if out.stopped:
             break
     return out

@@ -344,6 +344,18 @@ def _ensure_series(tree: Path, series: list[tuple[str, Path, str]], stamp: dict[
     return head, commits
 
 
+HOOKED_FILES = ("lib/Kconfig.debug", "lib/Makefile")  # the kernel files the hook edits
+
+
+def hook_suite(tree: Path, suite_src: Path) -> list[str]:
+    """Hook the suite into tree's work tree (nothing committed): its files in lib/kunit-cgroup,
+    its Kconfig and Makefile lines in lib/; the suite files that changed."""
+    changed = sync_suite(suite_src, tree / SUITE_DIR)
+    for name, line in zip(HOOKED_FILES, (KCONFIG_LINE, MAKEFILE_LINE)):
+        ensure_line(tree / name, line)
+    return changed
+
+
 def _add_suite(tree: Path) -> None:
     tracked = git(tree, "ls-files", "--", str(SUITE_DIR)).stdout.strip()
     if (tree / SUITE_DIR).exists() or tracked:
@@ -369,10 +381,8 @@ def _ensure_hook(tree: Path, suite_src: Path, series_commit: str, stamp: dict[st
         git(tree, "commit", "-q", "--amend", "--allow-empty", "--no-verify", "-m", HOOK_MSG, env=env)
     else:
         _goto(tree, series_commit)
-        sync_suite(suite_src, dst)
-        ensure_line(tree / "lib" / "Kconfig.debug", KCONFIG_LINE)
-        ensure_line(tree / "lib" / "Makefile", MAKEFILE_LINE)
-        git(tree, "add", "-f", "lib/Kconfig.debug", "lib/Makefile")
+        hook_suite(tree, suite_src)
+        git(tree, "add", "-f", *HOOKED_FILES)
         _add_suite(tree)
         git(tree, "commit", "-q", "--allow-empty", "--no-verify", "-m", HOOK_MSG, env=env)
     new = rev(tree, "HEAD")
