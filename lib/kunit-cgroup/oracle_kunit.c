@@ -138,28 +138,36 @@ static void oracle_sees_lockdep(struct kunit *test)
 	oracle_expect(test, "lockdep", "WARNING: suspicious RCU usage", false);
 }
 
-static int oracle_racy;
-
-/* Plain read-modify-write of a shared int from both workers. */
-static noinline void oracle_kcsan_step(struct cgk_worker *w)
+/* Plain read-modify-write of the gang's int from both workers. */
+static noinline void oracle_race_step(struct cgk_worker *w)
 {
-	oracle_racy++;
+	int *racy = w->gang->data;
+
+	(*racy)++;
 }
 
-static const struct cgk_gang_ops oracle_kcsan_ops = {
-	.step = oracle_kcsan_step,
+static const struct cgk_gang_ops oracle_race_ops = {
+	.step = oracle_race_step,
 };
 
-static void oracle_sees_kcsan(struct kunit *test)
+/* Two workers race on @racy for duration_ms: KCSAN reports it. */
+static void oracle_race(struct kunit *test, int *racy)
 {
 	struct cgk_gang *gang;
 
+	gang = cgk_gang_create(test, 2, &oracle_race_ops, racy);
+	KUNIT_ASSERT_NOT_NULL(test, gang);
+	cgk_gang_run(gang);
+}
+
+static int oracle_racy;
+
+static void oracle_sees_kcsan(struct kunit *test)
+{
 	if (!IS_ENABLED(CONFIG_KCSAN))
 		kunit_skip(test, "needs CONFIG_KCSAN");
 
-	gang = cgk_gang_create(test, 2, &oracle_kcsan_ops, NULL);
-	KUNIT_ASSERT_NOT_NULL(test, gang);
-	cgk_gang_run(gang);
+	oracle_race(test, &oracle_racy);
 	oracle_expect(test, "KCSAN", "BUG: KCSAN: data-race in ", true);
 }
 
@@ -187,28 +195,14 @@ static void provoke_lockdep(struct kunit *test)
 
 static int provoke_racy;
 
-/* Plain read-modify-write of a shared int from every worker. */
-static noinline void provoke_kcsan_step(struct cgk_worker *w)
-{
-	provoke_racy++;
-}
-
-static const struct cgk_gang_ops provoke_kcsan_ops = {
-	.step = provoke_kcsan_step,
-};
-
 static void provoke_kcsan(struct kunit *test)
 {
-	struct cgk_gang *gang;
-
 	if (!IS_ENABLED(CONFIG_KCSAN))
 		kunit_skip(test, "needs CONFIG_KCSAN");
 	if (!cgk_provoke("kcsan"))
 		kunit_skip(test, "expected to fail; enable with cgroup_kunit.provoke=kcsan");
 
-	gang = cgk_gang_create(test, 2, &provoke_kcsan_ops, NULL);
-	KUNIT_ASSERT_NOT_NULL(test, gang);
-	cgk_gang_run(gang);
+	oracle_race(test, &provoke_racy);
 }
 
 static void provoke_warn(struct kunit *test)

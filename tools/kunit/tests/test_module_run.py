@@ -8,7 +8,7 @@ import pytest
 
 from cgkunit import module_run as mr
 from cgkunit.common import DriverError
-from cgkunit.report import parse_console
+from cgkunit.report import Report, parse_console
 
 REPO = Path(__file__).resolve().parents[3]
 DATA = Path(__file__).parent / "data"
@@ -165,23 +165,28 @@ def test_qemu_command_boots_our_initramfs(tmp_path: Path) -> None:
     assert "i8042.nokbd" in append  # the profile's own arguments
 
 
-def test_recorded_kasan_console(tmp_path: Path) -> None:
-    """The first two of 50 cycles of a real x86_64-kasan module-run (threads=4), then its
-    kmemleak scan: every cycle parses as a full KTAP document, debugfs agrees, no leak."""
-    text = (DATA / "module_run_kasan_2cycles.log").read_text()
-    log = mr.split_console(text)
+def clean_recorded_cycles(name: str) -> tuple[mr.GuestLog, list[Report]]:
+    """A recorded two-cycle module-run console: both cycles loaded, passed without a
+    report and unloaded, debugfs agreeing, kmemleak clean; the log and each cycle's report."""
+    log = mr.split_console((DATA / name).read_text())
     assert [c.number for c in log.cycles] == [1, 2]
     assert all(c.unloaded and not c.failed for c in log.cycles)
     assert log.kmemleak == 0 and log.done == "ok"
-    results = []
-    for cycle in log.cycles:
-        report = parse_console("\n".join(cycle.lines))
-        assert report.status == "pass", cycle.number
-        assert report.counts.passed > 40 and not report.splats
-        assert set(cycle.debugfs) == set(mr.suite_status(report))
+    reports = [parse_console("\n".join(c.lines)) for c in log.cycles]
+    for cycle, report in zip(log.cycles, reports):
+        assert report.status == "pass" and not report.splats, cycle.number
         assert mr.debugfs_mismatches(report, cycle.debugfs) == []
-        results.append(result(cycle.number))
-    assert mr.problems_of(log, results, 2, "completed") == []
+    assert mr.problems_of(log, [result(c.number) for c in log.cycles], 2, "completed") == []
+    return log, reports
+
+
+def test_recorded_kasan_console(tmp_path: Path) -> None:
+    """The first two of 50 cycles of a real x86_64-kasan module-run (threads=4), then its
+    kmemleak scan: every cycle parses as a full KTAP document, debugfs agrees, no leak."""
+    log, reports = clean_recorded_cycles("module_run_kasan_2cycles.log")
+    for cycle, report in zip(log.cycles, reports):
+        assert report.counts.passed > 40
+        assert set(cycle.debugfs) == set(mr.suite_status(report))
     # favordynmods is one-way: the global-lock migrate suite skips from the second cycle on
     second = parse_console("\n".join(log.cycles[1].lines))
     skipped = [t.id for t in second.tests if t.level == "case" and t.status == "SKIP"]
@@ -254,20 +259,10 @@ def test_recorded_kdir_console() -> None:
     """A real `make module-run KDIR=<an x86_64-kasan O= build dir> CYCLES=2
     FILTER='cgroup_rstat_reader*'`: the module built out of tree against that directory,
     loaded into its bzImage; both cycles pass, debugfs agrees, kmemleak is clean."""
-    text = (DATA / "module_run_kdir_2cycles.log").read_text()
-    log = mr.split_console(text)
-    assert [c.number for c in log.cycles] == [1, 2]
-    assert all(c.unloaded and not c.failed for c in log.cycles)
-    assert log.kmemleak == 0 and log.done == "ok"
-    results = []
-    for cycle in log.cycles:
-        report = parse_console("\n".join(cycle.lines))
-        assert report.status == "pass", cycle.number
+    _, reports = clean_recorded_cycles("module_run_kdir_2cycles.log")
+    for report in reports:
         assert mr.suite_status(report) == {"cgroup_rstat_reader": "PASS"}
-        assert report.counts.passed == 12 and not report.splats
-        assert mr.debugfs_mismatches(report, cycle.debugfs) == []
-        results.append(result(cycle.number))
-    assert mr.problems_of(log, results, 2, "completed") == []
+        assert report.counts.passed == 12
 
 
 def test_kdir_summary_names_the_kernel() -> None:
