@@ -90,7 +90,7 @@ static const struct kernel_param_ops threads_ops = {
 	.get = param_get_uint,
 };
 module_param_cb(threads, &threads_ops, &threads_param, 0444);
-MODULE_PARM_DESC(threads, "kthreads per gang, 1..64 (0: each case's list: 8, 4, 16)");
+MODULE_PARM_DESC(threads, "kthreads per gang, 1..64 (0: 2, 1 and 4 per online CPU)");
 
 static int duration_set(const char *val, const struct kernel_param *kp)
 {
@@ -228,7 +228,9 @@ bool cgk_provoke(const char *what)
 
 /* ---- parameters: thread counts ------------------------------------------ */
 
-static const unsigned int cgk_threads_default[] = { 8, 4, 16 };
+/* Workers per online CPU of each instance, in this order: 2x first. */
+static const unsigned int cgk_threads_per_cpu[] = { 2, 1, 4 };
+static unsigned int cgk_threads_default[ARRAY_SIZE(cgk_threads_per_cpu)];
 
 /**
  * cgk_threads_gen - KUnit parameter generator over thread counts
@@ -236,20 +238,31 @@ static const unsigned int cgk_threads_default[] = { 8, 4, 16 };
  * @prev: the previous value, NULL for the first
  * @desc: where to write the description
  *
- * Yields the threads module parameter if set, else 8, 4 and 16.
+ * Yields the threads module parameter if set, else, as kcsan_test sizes its
+ * threads by the CPUs it has, 2, 1 and 4 workers per online CPU (at least
+ * 2, at most CGK_MAX_THREADS): 8, 4 and 16 with 4 CPUs. One per CPU runs
+ * every worker at once; more than one per CPU also preempts workers inside
+ * the paths they race, which is where a missing lock or barrier shows.
  *
  * Return: the next thread count, or NULL after the last.
  */
 const void *cgk_threads_gen(struct kunit *test, const void *prev, char *desc)
 {
 	const unsigned int *p = prev;
+	unsigned int i;
 
 	if (threads_param) {
 		if (p)
 			return NULL;
 		p = &threads_param;
+	} else if (!p) {
+		for (i = 0; i < ARRAY_SIZE(cgk_threads_per_cpu); i++)
+			cgk_threads_default[i] =
+				clamp(cgk_threads_per_cpu[i] * num_online_cpus(),
+				      2U, (unsigned int)CGK_MAX_THREADS);
+		p = cgk_threads_default;
 	} else {
-		p = p ? p + 1 : cgk_threads_default;
+		p++;
 		if (p == cgk_threads_default + ARRAY_SIZE(cgk_threads_default))
 			return NULL;
 	}
