@@ -42,7 +42,7 @@ from .params import check_kernel_args
 from .run import build as build_kernel
 from .run import check_filter
 from .stress import (FAIL, PASS, SEED_PARAM, Outcome, Replay, RunRecord, aggregate,
-                     check_options, draw_seeds, make_target, pct, replay_env, stress_loop,
+                     check_options, draw_seeds, pct, replay_env, stress_loop,
                      wilson, without_seed)
 from .tree import (AUTHOR_ENV, GIT_CONFIG, SUITE_DIR, PreparedTree, apply_patch, git,
                    hook_suite, kernel_commit, rev, series_names, validate_kernel_src)
@@ -404,7 +404,7 @@ def boot_runs(ctx: Context, commit: str, seeds: Iterator[int], match: Match, lab
     tree = PreparedTree(path=ctx.clone, base_commit=commit, head_commit=commit)
     where = ctx.dest / commit[:12]
     shutil.rmtree(where, ignore_errors=True)
-    replay = Replay(target=make_target(ctx.prof.name), kernel_args=ctx.kernel_args,
+    replay = Replay(target=profiles.make_target(ctx.prof.name), kernel_args=ctx.kernel_args,
                     filter_glob=ctx.filter_glob, env=replay_env(ctx.kernel_src, commit))
 
     def boot(i: int, seed: int) -> rp.Report:

@@ -1,7 +1,6 @@
 """The one-way flow: base -> tree -> build -> boot -> parse -> report."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -72,27 +71,6 @@ def build_module(repo: Path, build_root: Path, name: str, kernel_src: str | None
     return modules
 
 
-def replay_target(repo: Path, profile: str) -> str:
-    """The make target that runs just this profile (read from the Makefile), else cgkunit.py."""
-    recipes: dict[str, list[str]] = {}
-    target = ""
-    try:
-        lines = (repo / "Makefile").read_text().splitlines()
-    except OSError:
-        lines = []
-    for line in lines:
-        m = re.match(r"^([A-Za-z0-9_.-]+):", line)
-        if m:
-            target = m.group(1)
-            recipes.setdefault(target, [])
-        elif line.startswith("\t") and target and re.search(r"\brun --profile ", line):
-            recipes[target].append(line)
-    for name, runs in recipes.items():
-        if len(runs) == 1 and re.search(rf"\brun --profile {re.escape(profile)}(\s|$)", runs[0]):
-            return f"make {name}"
-    return f"python3 tools/kunit/cgkunit.py run --profile {profile}"
-
-
 def require_image(build_root: Path, prof: profiles.Profile, out: Path | None = None) -> Path:
     """The built kernel image; DriverError when it is missing."""
     image = kernel_image(build_root, prof, out)
@@ -120,7 +98,7 @@ def boot_and_report(repo: Path, build_root: Path, prof: profiles.Profile, tree: 
     report = build_report(ex.console_log, ex.verdict, profile=prof.name,
                           tree=f"{tree.path} @ {tree.head_commit[:12]}", base=base,
                           elapsed=ex.elapsed)
-    report.replay_target = replay_target(repo, prof.name)
+    report.replay_target = profiles.make_target(prof.name)
     write_summary(report, results)
     return report
 
@@ -137,7 +115,7 @@ def rereport(repo: Path, build_root: Path, profile: str, results: Path,
     report = build_report(console, str(info.get("verdict", "completed")), profile=profile,
                           tree=str(old.get("tree", "")), base=str(old.get("base", "")),
                           elapsed=float(str(info.get("elapsed", 0.0))))
-    report.replay_target = replay_target(repo, profile)
+    report.replay_target = profiles.make_target(profile)
     write_summary(report, results)
     return report
 

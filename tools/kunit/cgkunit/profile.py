@@ -30,6 +30,18 @@ POST_REPORT_SILENCE_S = 30.0  # after a lockdep/hung-task/stall/lockup report: c
 ISOLATE_MODES = ("suite", "test")  # kunit.py --run_isolated=; "" (or "none"): one boot
 
 
+# The make target that runs one profile (what the README and the Makefile say); a profile
+# not here is run, and replayed, with the driver itself. test_profile checks this table
+# against the Makefile's recipes.
+MAKE_TARGETS = {"um-lockdep": "make run", "x86_64-kcsan": "make kcsan",
+                "x86_64-kasan": "make kasan", "x86_64-lockdep": "make lockdep-x86"}
+
+
+def make_target(profile: str) -> str:
+    """The command that runs one profile: its make target, else the driver's run command."""
+    return MAKE_TARGETS.get(profile, f"python3 tools/kunit/cgkunit.py run --profile {profile}")
+
+
 @dataclass(frozen=True)
 class Profile:
     """One test configuration."""

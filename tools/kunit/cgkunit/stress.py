@@ -34,10 +34,6 @@ RESULTS = Path("results") / "stress"
 INFRA_STATUSES = ("boot-timeout", "no-tests")  # the kernel never reached KUnit / ran nothing
 INFRA_IN_A_ROW = 3  # this many infrastructure errors in a row stop the stress: the machine's
 PASS, FAIL, INFRA, BAD_INPUT = "pass", "fail", "infra", "bad-input"
-# The make target that runs one profile (what the README and the Makefile say); a profile
-# not here is replayed with the driver itself. test_stress checks this against the Makefile.
-MAKE_TARGETS = {"um-lockdep": "make run", "x86_64-kcsan": "make kcsan",
-                "x86_64-kasan": "make kasan", "x86_64-lockdep": "make lockdep-x86"}
 SHOWN_KEYS = 2  # signatures named in a progress line
 
 STRESS_DESCRIPTION = """Build a profile once (unless --no-build) and boot it --runs times back to
@@ -130,11 +126,6 @@ def check_options(runs: int, seed: int | None, kernel_args: Sequence[str]) -> in
 
 
 # --- replay -----------------------------------------------------------------------------
-
-def make_target(profile: str) -> str:
-    """The command that runs one profile: its make target, else the driver's run command."""
-    return MAKE_TARGETS.get(profile, f"python3 tools/kunit/cgkunit.py run --profile {profile}")
-
 
 @dataclass(frozen=True)
 class Replay:
@@ -630,7 +621,7 @@ def run_stress(repo: Path, build_root: Path, opts: StressOptions,
     prof = kernel.profile
     dest = stress_dir(build_root, prof.name)
     clear_stress_dir(dest)
-    replay = Replay(target=make_target(prof.name), kernel_args=tuple(user_args),
+    replay = Replay(target=profiles.make_target(prof.name), kernel_args=tuple(user_args),
                     filter_glob=opts.filter_glob,
                     env=replay_env(opts.kernel_src, opts.kernel_ref))
     s = Stress(profile=prof.name, runs=opts.runs, seed=fixed, until_fail=opts.until_fail,

@@ -197,7 +197,7 @@ def test_every_profile_has_a_make_target_and_a_readme_row() -> None:
             # reached through `make coverage`, not `run --profile`
             assert "\n\t$(CGKUNIT) coverage" in makefile
             continue
-        assert pl.replay_target(repo, name).startswith("make "), name
+        assert pf.make_target(name).startswith("make "), name
 
 
 def test_check_run_prints_one_line_not_the_summary(capsys: pytest.CaptureFixture[str]) -> None:

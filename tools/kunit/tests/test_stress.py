@@ -17,6 +17,7 @@ from cgkunit import pipeline
 from cgkunit import report as rp
 from cgkunit import stress as st
 from cgkunit.common import DriverError
+from cgkunit import profile as pf
 from cgkunit.profile import list_profiles
 from conftest import DATA, KUNIT_DIR
 from test_tree import git, make_kernel, write_files
@@ -170,7 +171,7 @@ def test_replay_commands(tmp_path: Path) -> None:
     assert rec.signatures[0].replay == (
         "make run KERNEL_ARGS=\"cgroup_kunit.seed=77 cgroup_kunit.threads=4 "
         "cgroup_kunit.duration_ms=500\" FILTER='cgroup_ucount.ucount_inc_dec'")
-    kcsan = st.Replay(target=st.make_target("x86_64-kcsan"),
+    kcsan = st.Replay(target=pf.make_target("x86_64-kcsan"),
                       kernel_args=("cgroup_kunit.threads=16", "cgroup_kunit.provoke=kcsan"),
                       env=st.replay_env("/src/my linux", "v7.3"))
     assert kcsan.command(5, "cgroup_rstat.rstat_base_exact", ["cgroup_kunit.seed=5",
@@ -180,7 +181,7 @@ def test_replay_commands(tmp_path: Path) -> None:
     # no case (a report during boot): the run's filter, or none
     assert REPLAY.command(9) == ("make run KERNEL_ARGS=\"cgroup_kunit.seed=9 "
                                  "cgroup_kunit.duration_ms=500\" FILTER='cgroup_*'")
-    plain = st.Replay(target=st.make_target("um-coverage"))
+    plain = st.Replay(target=pf.make_target("um-coverage"))
     assert plain.command(9) == ("KERNEL_ARGS=\"cgroup_kunit.seed=9\" "
                                 "python3 tools/kunit/cgkunit.py run --profile um-coverage")
     assert st.replay_env(None) == () and st.replay_env("/k") == ("KERNEL_SRC=/k",)
@@ -195,10 +196,21 @@ def test_boot_splat_replays_with_the_runs_filter(tmp_path: Path) -> None:
 
 
 def test_make_targets_agree_with_the_makefile() -> None:
-    for name in list_profiles(REPO):
-        found = pipeline.replay_target(REPO, name)
-        assert st.make_target(name) == found, name
-    assert set(st.MAKE_TARGETS) <= set(list_profiles(REPO))
+    """profile.MAKE_TARGETS is what the Makefile does: each target runs its profile, and no
+    other target is a plain run of one profile."""
+    recipes: dict[str, list[str]] = {}
+    target = ""
+    for line in (REPO / "Makefile").read_text().splitlines():
+        m = re.match(r"^([A-Za-z0-9_.-]+):", line)
+        if m:
+            target = m.group(1)
+            recipes.setdefault(target, [])
+        elif line.startswith("\t") and target and " run --profile " in line:
+            recipes[target].append(line.split(" run --profile ", 1)[1].split()[0])
+    runs_one = {f"make {t}": runs[0] for t, runs in recipes.items() if len(runs) == 1}
+    assert {v: k for k, v in pf.MAKE_TARGETS.items()} == runs_one
+    assert set(pf.MAKE_TARGETS) <= set(list_profiles(REPO))
+    assert pf.make_target("um-coverage") == "python3 tools/kunit/cgkunit.py run --profile um-coverage"
 
 
 # --- many boots ----------------------------------------------------------------------------------
