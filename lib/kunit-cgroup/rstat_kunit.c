@@ -10,8 +10,8 @@
  * random cgroups through the entry points the scheduler and the memory
  * controller use: __cgroup_account_cputime(), __cgroup_account_cputime_field()
  * (every field) and mod_memcg_state(), with preemption enabled or disabled,
- * with interrupts disabled, and, in some cases, from an hrtimer in hardirq
- * context. Flushers call css_rstat_flush() on random cgroups, for the base
+ * and, in some cases, with interrupts disabled while an hrtimer charges too,
+ * in hardirq context. Flushers call css_rstat_flush() on random cgroups, for the base
  * stats or for memory. Readers call cgroup_base_stat_read(), the function
  * that reads cpu.stat (flush, then a copy under the base rstat lock and
  * cputime_adjust()), and read the memory stat after a flush. In the teardown
@@ -251,8 +251,16 @@ static void rs_update(struct cgk_worker *w, struct rs_case *c)
 			css_get(mem_css);
 	}
 
-	/* The scheduler charges with its runqueue locked, irqs off. */
-	switch ((c->flags & RS_IRQ) ? cgk_rand(w, 3) : cgk_rand(w, 2)) {
+	/*
+	 * The scheduler charges with its runqueue locked, irqs off, and the
+	 * tick from hardirq. On 64-bit the per-cpu update does not disable
+	 * irqs itself (its u64_stats need no seqcount there), so where the
+	 * hrtimer charges too (RS_IRQ), a charge from a task must have irqs
+	 * off, as the kernel's own callers do: else the hrtimer's charge to
+	 * the same counter can land inside the task's add and be lost. With
+	 * no charger in hardirq, preemption off or nothing at all is as good.
+	 */
+	switch ((c->flags & RS_IRQ) ? 2 : cgk_rand(w, 2)) {
 	case 0:
 		rs_charge(c, cgrp, mem_css, ledger, &w->rnd);
 		break;
