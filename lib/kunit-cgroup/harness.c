@@ -8,9 +8,11 @@
 
 #include <linux/debug_locks.h>
 #include <linux/delay.h>
+#include <linux/glob.h>
 #include <linux/jhash.h>
 #include <linux/kthread.h>
 #include <linux/moduleparam.h>
+#include <linux/preempt.h>
 #include <linux/random.h>
 #include <linux/sched/task.h>
 #include <linux/spinlock.h>
@@ -562,23 +564,15 @@ bool cgk_wait_for(bool (*cond)(void *arg), void *arg, unsigned int timeout_ms)
 
 /* ---- oracle ------------------------------------------------------------- */
 
+/* The report titles, first match wins: report_titles.h, which the driver reads too */
 static const struct {
-	const char *title;
-	const char *kind;
+	const char *kind;	/* the driver's word for the report */
+	const char *name;	/* the oracle's, in what it prints */
+	const char *pattern;
 } cgk_reports[] = {
-	{ "BUG: KCSAN: ", "KCSAN" },
-	{ "BUG: KASAN: ", "KASAN" },
-	{ "refcount_t: ", "refcount_t" },
-	{ "WARNING: possible ", "lockdep" },
-	{ "WARNING: inconsistent lock state", "lockdep" },
-	{ "WARNING: bad unlock balance", "lockdep" },
-	{ "WARNING: held lock freed", "lockdep" },
-	{ "WARNING: lock held when returning", "lockdep" },
-	{ "WARNING: suspicious RCU usage", "lockdep" },
-	{ "WARNING: ", "WARNING" },
-	{ "BUG: ", "BUG" },
-	{ "kernel BUG at ", "BUG" },
-	{ "Oops: ", "Oops" },
+#define CGK_REPORT(kind, name, pattern) { kind, name, pattern },
+#include "report_titles.h"
+#undef CGK_REPORT
 };
 
 static struct {
@@ -592,10 +586,17 @@ static struct {
 	.lock = __SPIN_LOCK_UNLOCKED(cgk_oracle.lock),
 };
 
-/* Called for every console line: must not print and must not sleep. */
+/*
+ * Called for every console line, by printk() in any context, NMI included
+ * (the hard-lockup detector reports from one): must not print, sleep or
+ * allocate. buf is not NUL-terminated: the patterns are matched against a
+ * copy as long as the title the oracle keeps (glob_match() neither recurses
+ * nor allocates).
+ */
 __no_kcsan
 static void cgk_probe_console(void *ignore, const char *buf, size_t len)
 {
+	char line[CGK_FAILURE_LEN];
 	unsigned long flags;
 	int i;
 
@@ -603,20 +604,24 @@ static void cgk_probe_console(void *ignore, const char *buf, size_t len)
 		buf++;
 		len--;
 	}
+	len = min(len, sizeof(line) - 1);
+	memcpy(line, buf, len);
+	line[len] = '\0';
 	for (i = 0; i < ARRAY_SIZE(cgk_reports); i++) {
-		size_t tlen = strlen(cgk_reports[i].title);
-
-		if (len >= tlen && !memcmp(buf, cgk_reports[i].title, tlen))
+		if (glob_match(cgk_reports[i].pattern, line))
 			break;
 	}
 	if (i == ARRAY_SIZE(cgk_reports))
 		return;
 
-	spin_lock_irqsave(&cgk_oracle.lock, flags);
+	/* An NMI may have come while this CPU held the lock: only try it there. */
+	if (!in_nmi())
+		spin_lock_irqsave(&cgk_oracle.lock, flags);
+	else if (!spin_trylock_irqsave(&cgk_oracle.lock, flags))
+		return;
 	if (cgk_oracle.armed && !cgk_oracle.reports++) {
-		cgk_oracle.kind = cgk_reports[i].kind;
-		strscpy(cgk_oracle.title, buf,
-			min(len + 1, sizeof(cgk_oracle.title)));
+		cgk_oracle.kind = cgk_reports[i].name;
+		strscpy(cgk_oracle.title, line);
 	}
 	spin_unlock_irqrestore(&cgk_oracle.lock, flags);
 }

@@ -26,8 +26,7 @@ from .common import DriverError, run_logged, say, write_json
 from .params import SUITE_MODULE, suite_parameters
 from .pipeline import choose_qemu, prepare
 from .report import Report, build_report, format_summary, strip_prefix, write_summary
-from .run import (HANG_S, StopRules, build, build_failure, clear_results, kunit_env,
-                  kunit_parse, watch)
+from .run import HANG_S, StopRules, build, build_failure, clear_results, kunit_env, watch
 
 MODULE_RUN_KCONFIG = (
     "CONFIG_MODULES=y", "CONFIG_MODULE_UNLOAD=y", "CONFIG_CGROUP_KUNIT_TEST=m",
@@ -353,16 +352,15 @@ def debugfs_mismatches(report: Report, debugfs: dict[str, str]) -> list[str]:
     return out
 
 
-def cycle_report(results: Path, tree: Path, cycle: Cycle, verdict: str, profile: str,
+def cycle_report(results: Path, cycle: Cycle, verdict: str, profile: str,
                  tree_label: str, base: str) -> tuple[Report, CycleResult]:
-    """Write the cycle's console, parse it (kunit.py parse and ours), write its summary."""
+    """Write the cycle's console and its report (summary and results files)."""
     out = results / f"cycle-{cycle.number:03d}"
     out.mkdir(parents=True, exist_ok=True)
     console = out / "console.log"
     console.write_text("\n".join(cycle.lines) + "\n")
     write_json(out / "exec.json", {"verdict": verdict, "elapsed": 0.0, "profile": profile,
                                    "cycle": cycle.number})
-    kunit_parse(tree, out)
     report = build_report(console, verdict, profile=profile, tree=tree_label, base=base)
     report.replay_target = "make module-run"
     write_summary(report, out)
@@ -421,7 +419,6 @@ class Guest:
     """The kernel module-run boots and the module it loads."""
     image: Path
     ko: Path
-    source: Path                     # the kernel source (kunit.py parse)
     label: str                       # where it came from, for the summary
     base: str
     kmemleak: bool
@@ -440,7 +437,7 @@ def own_guest(repo: Path, build_root: Path, prof: profiles.Profile, kernel_src: 
     for need in (ko, image):
         if not need.is_file():
             raise DriverError(f"the module-run build of {prof.name} produced no {need}")
-    return Guest(image=image, ko=ko, source=tree.path, base=base, kmemleak=True,
+    return Guest(image=image, ko=ko, base=base, kmemleak=True,
                  label=f"{tree.path} @ {tree.head_commit[:12]}",
                  results_name=f"{prof.name}-module-run", work=out)
 
@@ -452,7 +449,7 @@ def kdir_guest(repo: Path, build_root: Path, kdir: Kdir, jobs: int | None) -> Gu
         raise DriverError(f"building against {kdir.path} produced no {MODULE}")
     if not kdir.kmemleak:
         say(f"KDIR {kdir.path}: no {KMEMLEAK}: the run cannot check for leaks")
-    return Guest(image=kdir.image, ko=ko, source=kdir.source, base=f"KDIR {kdir.release}",
+    return Guest(image=kdir.image, ko=ko, base=f"KDIR {kdir.release}",
                  kmemleak=kdir.kmemleak, label=f"KDIR {kdir.path}", results_name="kdir-module-run",
                  work=ko.parent.parent)
 
@@ -495,8 +492,8 @@ def module_run(repo: Path, build_root: Path, profile_name: str, cycles: int, arg
     reports, done = [], []
     for cycle in log.cycles:
         verdict = "completed" if cycle.unloaded or cycle.failed else ex.verdict
-        report, result = cycle_report(results, guest.source, cycle, verdict, prof.name,
-                                      guest.label, guest.base)
+        report, result = cycle_report(results, cycle, verdict, prof.name, guest.label,
+                                      guest.base)
         reports.append(report)
         done.append(result)
     refused = {p.describe(): p for r in reports for p in r.bad_parameters}

@@ -1,4 +1,4 @@
-"""The one-way flow: base -> tree -> build -> boot -> parse -> report."""
+"""The one-way flow: base -> tree -> build -> boot -> report."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -9,7 +9,7 @@ from . import profile as profiles
 from .common import DriverError, read_json, say
 from .fetch import BaseSource, fetch_base
 from .report import Report, build_report, format_summary, write_summary
-from .run import build, exec_tests, kernel_image, kunit_parse, read_exec_info
+from .run import build, exec_tests, kernel_image, read_exec_info
 from .tree import PreparedTree, prepare_tree
 
 
@@ -91,10 +91,9 @@ def boot_and_report(repo: Path, build_root: Path, prof: profiles.Profile, tree: 
                     base: str, results: Path, kernel_args: list[str], filter_glob: str, *,
                     shim: Path | None, out: Path | None = None, echo: bool = False,
                     isolate: str | None = None) -> Report:
-    """exec + kunit.py parse + our report, written to results (summary not printed)."""
+    """exec + the report, written to results (summary not printed)."""
     ex = exec_tests(tree.path, prof, repo, build_root, results, kernel_args, filter_glob,
                     shim=shim, echo=echo, out=out, isolate=isolate)
-    kunit_parse(tree.path, results)
     report = build_report(ex.console_log, ex.verdict, profile=prof.name,
                           tree=f"{tree.path} @ {tree.head_commit[:12]}", base=base,
                           elapsed=ex.elapsed)

@@ -1,14 +1,18 @@
-"""Console log -> report: KTAP walk, splats, attribution, summary, exit status."""
+"""Console log -> report, in two passes: what each line is (ConsoleState, which the boot
+watchdog also feeds live), then the tests and what the lines before each result line say
+about its test (_Tree, _attribute); verdicts, summary, exit status."""
 from __future__ import annotations
 
+import bisect
 import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from .common import DriverError, read_json, write_json
 from .params import SUITE_MODULE
+from .titles import ReportTitle, load as load_titles
 
 # --- exit status -------------------------------------------------------------
 
@@ -101,11 +105,7 @@ class TestResult:
     @property
     def display(self) -> str:
         """suite.case[param] form."""
-        return ".".join(self.path[:2]) + "".join(f"[{p}]" for p in self.path[2:])
-
-    @property
-    def is_leaf(self) -> bool:
-        return not self.children and self.line_no is not None
+        return display(self.path)
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "level": self.level, "status": self.status,
@@ -172,6 +172,7 @@ class Report:
     filter_glob: str = ""
     isolate: str = ""
     bad_parameters: list[BadParameter] = field(default_factory=list)
+    ktap: list[str] = field(default_factory=list)  # the console's KTAP lines, prefixes off
 
     def test(self, test_id: str) -> TestResult | None:
         return next((t for t in self.tests if t.id == test_id), None)
@@ -234,9 +235,11 @@ METRIC = re.compile(r"(?:^|: )metric: ([A-Za-z_]\w*)((?:\s+\S+)*)\s*$")
 # oracle_kunit.c's self-checks, after taking the report they provoked off the oracle:
 # '# oracle_sees_warning: oracle: expected WARNING report captured (1): WARNING: CPU: ...'
 EXPECTED_REPORT = re.compile(r"(?:^|: )oracle: expected (\S+) report captured \((\d+)\): ")
-# harness.c's kinds (cgk_reports[]) -> the kinds TITLES gives
-ORACLE_KINDS = {"WARNING": "warning", "lockdep": "lockdep", "KCSAN": "kcsan", "KASAN": "kasan",
-                "refcount_t": "refcount", "BUG": "bug", "Oops": "oops"}
+# The report titles: lib/kunit-cgroup/report_titles.h, which the suite's oracle matches
+# too (harness.c), read at import; the first entry whose pattern matches a line wins.
+REPORT_TITLES: list[ReportTitle] = load_titles()
+# the oracle's name of each kind (what harness.c prints) -> the kind TITLES gives
+ORACLE_KINDS = {t.name: t.kind for t in REPORT_TITLES}
 # harness.c's heartbeat while a gang runs: '# <case>: running 40 s of 600 s, 123456 steps'
 HEARTBEAT = re.compile(r"(?:^|#\s)\s*([A-Za-z_]\w*): running \d+ s of \d+ s, (\d+) steps\s*$")
 INTEGER = re.compile(r"-?\d+")
@@ -248,26 +251,10 @@ REFUSAL = re.compile(rf"^{SUITE_MODULE}: (?:{SUITE_MODULE}\.)?([A-Za-z_]\w*)=(.*
 CUT_HERE = "------------[ cut here ]------------"
 WINDOW = 8
 
-LOCKDEP = re.compile(
-    r"^(?:WARNING|INFO): (?:possible |inconsistent lock state|bad unlock balance|held lock freed"
-    r"|lock held when returning|suspicious RCU usage|.*-safe -> .*-unsafe lock order"
-    r"|Nested lock was not taken|bad contention detected|chain_key collision"
-    r"|\S+/\d+ still has locks held|trying to register non-static key)"
-    r"|^DEBUG_LOCKS_WARN_ON\(")
-TITLES: list[tuple[str, re.Pattern[str]]] = [
-    ("kcsan", re.compile(r"^BUG: KCSAN: ")),
-    ("kasan", re.compile(r"^BUG: KASAN: ")),
-    ("refcount", re.compile(r"^refcount_t: ")),
-    ("lockdep", LOCKDEP),
-    ("panic", re.compile(r"^Kernel panic - not syncing")),
-    ("lockup", re.compile(r"^(?:watchdog: BUG: soft lockup|(?:NMI watchdog: )?Watchdog detected hard LOCKUP)")),
-    ("bug", re.compile(r"^(?:BUG: |kernel BUG at )")),
-    ("warning", re.compile(r"^WARNING: (?:CPU: \d+ PID: \d+ at |at |\S+:\d+ at )")),
-    ("oops", re.compile(r"^(?:Oops: |Oops\b|general protection fault|Internal error: Oops)")),
-    ("hung", re.compile(r"^INFO: task .* blocked for more than")),
-    ("rcu-stall", re.compile(r"^(?:rcu: )?INFO: \S+ (?:self-)?detected stall")),
-    ("ubsan", re.compile(r"^UBSAN: ")),
-]
+# (kind, pattern as a regex that matches the whole line) of each report title, in order
+TITLES: list[tuple[str, re.Pattern[str]]] = [(t.kind, t.regex) for t in REPORT_TITLES]
+# all of them in one regex, a named group each (t<index>): one match a line, first entry wins
+ANY_TITLE = re.compile("|".join(f"(?P<t{i}>{regex.pattern})" for i, (_, regex) in enumerate(TITLES)))
 SECONDARY = ("warning", "oops")
 UPGRADES = ("refcount", "lockdep")
 TRACE_LINES = ("Modules linked in", "CPU:", "Hardware name", "Call Trace", "RIP:", "Stack:",
@@ -295,10 +282,8 @@ def classify(text: str) -> str | None:
     """Splat kind when text (prefix stripped) is a report title line."""
     if not text or text[0].isspace():
         return None
-    for kind, pattern in TITLES:
-        if pattern.match(text):
-            return kind
-    return None
+    m = ANY_TITLE.match(text)
+    return TITLES[int(m.lastgroup[1:])][0] if m is not None and m.lastgroup else None
 
 
 def strip_prefix(line: str) -> str:
@@ -345,483 +330,512 @@ def _indent(ws: str) -> int:
     return len(ws.expandtabs(4))
 
 
-# --- the walk ---------------------------------------------------------------
+# --- pass 1: what each console line is -------------------------------------------
 
-@dataclass
-class _Rec:
-    name: str | None
-    parent: "_Rec | None"
-    start_line: int
-    children: list["_Rec"] = field(default_factory=list)
-    kunit_status: str = "NONE"
-    skip_reason: str = ""
-    line_no: int | None = None
-    splats: list[Splat] = field(default_factory=list)
-    params: dict[str, str] = field(default_factory=dict)
-    prefix: str = "cgroup_kunit"
-    diags: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    metrics: list[dict[str, int | str]] = field(default_factory=list)
-
-    def path(self) -> list[str]:
-        out: list[str] = []
-        r: _Rec | None = self
-        while r is not None:
-            out.append(r.name if r.name is not None else "?")
-            r = r.parent
-        return out[::-1]
+KTAP_AFTER_PREFIX = re.compile(r"K?TAP version \d+\s*$")
+KTAP_KINDS = ("header", "subtest", "plan", "result", "diag")
+FAILURE_MORE = 6  # lines of a KUnit failure message printed after it without '# case:'
 
 
-@dataclass
-class _Frame:
-    indent: int
-    rec: _Rec | None
-    plan: int | None = None
-    results: int = 0
-
-    @property
-    def fresh(self) -> bool:
-        """Pushed by a KTAP header and not named or used yet."""
-        return self.results == 0 and self.rec is not None and self.rec.name is None
-
-
-@dataclass
-class _CrashPoint:
-    """Where a KTAP section ended early: the running test, the reports since the last result."""
-    id: str
-    running: str
-    splats: list[Splat]
-    params: dict[str, str]
-    prefix: str
-    diags: list[str]
-    metrics: list[dict[str, int | str]]
-    notes: list[str]
-    boot: int
+@dataclass(frozen=True)
+class Event:
+    """A console line pass 1 found meaning in: KTAP (KTAP_KINDS), a line of a KUnit failure
+    message past its first ("more"), or kunit.py starting a kernel ("boot")."""
+    kind: str
+    line: int          # 0-based console line
+    text: str          # the line, printk (and kunit.py) prefix off
+    indent: int = 0
+    name: str = ""     # subtest, result: the test's name; diag, more: the message
+    number: int = 0    # plan: tests planned; result: its number; boot: which boot
+    total: int = 0     # boot: how many boots kunit.py starts
+    status: str = ""   # result: PASS, FAIL or SKIP
+    reason: str = ""   # result: why it was skipped
 
 
-class _Walker:
-    """Single pass over the console lines."""
+def ktap_event(text: str, i: int, started: bool) -> Event | None:
+    """The KTAP event of line i (prefixes off); before KTAP started only a header is KTAP."""
+    m = KTAP_HEADER.match(text)
+    if m:
+        return Event("header", i, text, _indent(m.group(1)))
+    if not started:
+        return None
+    m = SUBTEST.match(text)
+    if m:
+        return Event("subtest", i, text, _indent(m.group(1)), name=m.group(2))
+    m = PLAN.match(text)
+    if m:
+        return Event("plan", i, text, _indent(m.group(1)), number=int(m.group(2)))
+    m = RESULT.match(text)
+    if m:
+        d = DIRECTIVE.match(m.group(4))
+        skip = d is not None and d.group(2).upper() == "SKIP"
+        return Event("result", i, text, _indent(m.group(1)),
+                     name=(d.group(1) if d else m.group(4)).strip(), number=int(m.group(3)),
+                     status="SKIP" if skip else ("PASS" if m.group(2) == "ok" else "FAIL"),
+                     reason=d.group(3).strip() if d and skip else "")
+    m = DIAG.match(text)
+    if m:
+        return Event("diag", i, text, _indent(m.group(1)), name=(m.group(2) or "").strip())
+    return None
+
+
+class _Spans:
+    """Report titles and how far each report goes: a title within WINDOW lines of the open
+    report (until a cut here, end trace, ==== or KTAP line closes it) may be part of it."""
 
     def __init__(self) -> None:
-        self.started = False
-        self.ever_started = False
-        self.n_results = 0
-        self.section_last: _Rec | None = None
-        self.crash_points: list[_CrashPoint] = []
-        self.not_run: list[NotRun] = []
-        self.boot, self.boots = 0, 0
-        self.pending_case = ""
-        self.frames: list[_Frame] = []
-        self.roots: list[_Rec] = []
-        self.sections: list[_Frame] = []
-        self.splats: list[Splat] = []
-        self.pending: list[Splat] = []
-        self.pending_params: dict[str, str] = {}
-        self.pending_prefix = ""
-        self.pending_diags: list[str] = []
-        self.pending_metrics: list[dict[str, int | str]] = []
-        self.last: _Rec | None = None
         self.open: Splat | None = None
         self.open_line = -1
-        self.closed = True
-        self.cut_line = -10
-        self.cut_msg = ""
-        self.notes: list[str] = []
-        self.kunit_timeout = False
-        self.ktap_prefix = ""
-        self.prev = ""
-        self.in_failure = False
-        self.continuation = 0
-        self.refused: dict[tuple[str, str], BadParameter] = {}
+        self.cut_line, self.cut_msg = -10, ""
 
-    # frames
-    def _push(self, indent: int, name: str | None, line: int) -> _Frame:
-        parent = self.frames[-1].rec if self.frames else None
-        rec = _Rec(name=name, parent=parent, start_line=line)
-        (parent.children if parent else self.roots).append(rec)
-        frame = _Frame(indent=indent, rec=rec)
-        self.frames.append(frame)
-        return frame
-
-    def _pop_from(self, indent: int) -> None:
-        while len(self.frames) > 1 and self.frames[-1].indent >= indent:
-            self.frames.pop()
-
-    def _start(self, indent: int, line: int) -> None:
-        if self.started:
-            self._end_section(flush=False)
-        self.started = self.ever_started = True
-        self.section_last = None
-        root = _Frame(indent=indent, rec=None)
-        self.frames = [root]
-        self.sections.append(root)
-
-    def _clear_pending(self) -> None:
-        self.pending, self.pending_params, self.pending_prefix, self.pending_diags = [], {}, "", []
-        self.pending_metrics, self.pending_case = [], ""
-
-    def _end_section(self, flush: bool) -> None:
-        """Close the current KTAP section; a crash point (and what was never reached)
-        when it ended early. flush: the reports after the last result of a complete
-        section were the kernel's shutdown (else they wait for the next result)."""
-        if not self.started or not self.frames:
-            return
-        root = self.frames[0]
-        open_frames = [f for f in self.frames[1:] if f.rec is not None]
-        short = root.plan is not None and root.results < root.plan
-        after = ".".join(self.section_last.path()) if self.section_last else "start"
-        if not open_frames and not short:
-            if flush:
-                for s in self.pending:
-                    s.test = f"shutdown (after {after})"
-                self._clear_pending()
-            return
-        named = [f.rec for f in open_frames if f.rec is not None and f.rec.name is not None]
-        running = ".".join(named[-1].path()) if named else ""
-        if len(named) == 1 and self.pending_case and self.pending_case != named[0].name:
-            running = f"{running}.{self.pending_case}"  # a plain case: named by its seed line
-        crash_id = f"{running or 'kunit'}: running when the kernel stopped (after {after})"
-        for s in self.pending:
-            s.test = crash_id
-        notes = []
-        if short:
-            notes.append(f"KTAP incomplete: planned {root.plan} suites, got {root.results}")
-        if open_frames:
-            notes.append(f"KTAP incomplete: {running or 'a suite'} never reported a result")
-        self.crash_points.append(_CrashPoint(
-            id=crash_id, running=running, splats=list(self.pending), params=self.pending_params,
-            prefix=self.pending_prefix or "cgroup_kunit", diags=self.pending_diags[:8],
-            metrics=self.pending_metrics, notes=notes, boot=self.boot))
-        self._clear_pending()
-        suite = open_frames[0] if open_frames and open_frames[0].rec is not None \
-            and open_frames[0].rec.parent is None and open_frames[0].rec.name else None
-        if suite is not None and suite.rec is not None and suite.plan is not None:
-            done = [c for c in suite.rec.children if c.line_no is not None]
-            left = suite.plan - suite.results - (1 if suite.results < suite.plan else 0)
-            if left > 0:
-                self.not_run.append(NotRun(
-                    what="case", count=left, suite=str(suite.rec.name),
-                    after=running or (".".join(done[-1].path()) if done else str(suite.rec.name)),
-                    planned=suite.plan))
-        if root.plan is not None:
-            left = root.plan - root.results - (1 if suite is not None else 0)
-            if left > 0:
-                last = suite.rec.name if suite is not None and suite.rec is not None else after
-                self.not_run.append(NotRun(what="suite", count=left, suite="", after=str(last),
-                                           planned=root.plan))
-
-    def finish(self) -> None:
-        """End of the console: close the last section, count kunit.py boots never started."""
-        self._end_section(flush=True)
-        if self.boots > self.boot:
-            self.not_run.append(NotRun(what="boot", count=self.boots - self.boot, suite="",
-                                       after=f"boot {self.boot} of {self.boots}",
-                                       planned=self.boots))
-
-    def ktap(self, text: str, i: int) -> bool:
-        """Handle a KTAP line; False when text is not KTAP."""
-        m = KTAP_HEADER.match(text)
-        if m:
-            w = _indent(m.group(1))
-            if not self.started or w <= self.frames[0].indent:
-                self._start(w, i)
-            elif not (self.frames[-1].indent == w and self.frames[-1].fresh):
-                self._pop_from(w)
-                self._push(w, None, i)
-            return True
-        if not self.started:
-            return False
-        m = SUBTEST.match(text)
-        if m:
-            w, name = _indent(m.group(1)), m.group(2)
-            top = self.frames[-1]
-            if w <= self.frames[0].indent:
-                return True
-            if top.indent == w and top.fresh and top.rec is not None:
-                top.rec.name = name
-            else:
-                self._pop_from(w)
-                self._push(w, name, i)
-            return True
-        m = PLAN.match(text)
-        if m:
-            w, n = _indent(m.group(1)), int(m.group(2))
-            if self.frames[-1].indent < w:
-                self._push(w, None, i)
-            if self.frames[-1].indent == w and self.frames[-1].plan is None:
-                self.frames[-1].plan = n
-            return True
-        m = RESULT.match(text)
-        if m:
-            self._result(_indent(m.group(1)), m.group(2), m.group(4), i)
-            return True
-        m = DIAG.match(text)
-        if m:
-            self._diag((m.group(2) or "").strip())
-            return True
-        return False
-
-    def _result(self, w: int, ok: str, rest: str, i: int) -> None:
-        w = max(w, self.frames[0].indent)
-        popped: list[_Frame] = []
-        while len(self.frames) > 1 and self.frames[-1].indent > w:
-            popped.append(self.frames.pop())
-        if not popped and self.frames[-1].indent < w:
-            top = self.frames[-1]
-            if len(self.frames) > 1 and top.results == 0 and top.rec is not None \
-                    and top.rec.name is None:
-                top.indent = w  # results indented deeper than their unnamed header: adopt
-            else:
-                self._push(w, None, i)
-        parent = self.frames[-1]
-        d = DIRECTIVE.match(rest)
-        name, directive, reason = (d.group(1), d.group(2).upper(), d.group(3)) if d else (rest, "", "")
-        name = name.strip()
-        if popped:
-            closing = popped[-1]
-            rec = closing.rec
-            assert rec is not None
-            if rec.name is None:
-                rec.name = name
-            if closing.plan is not None and closing.results < closing.plan:
-                rec.notes.append(f"planned {closing.plan} subtests, got {closing.results}")
-        else:
-            rec = _Rec(name=name, parent=parent.rec, start_line=i)
-            (parent.rec.children if parent.rec else self.roots).append(rec)
-        rec.line_no = i + 1
-        rec.kunit_status = "SKIP" if directive == "SKIP" else ("PASS" if ok == "ok" else "FAIL")
-        rec.skip_reason = reason.strip() if directive == "SKIP" else ""
-        parent.results += 1
-        for s in self.pending:
-            s.test = ".".join(rec.path())
-            if not s.expected:
-                rec.splats.append(s)
-        rec.params.update(self.pending_params)
-        if self.pending_prefix:
-            rec.prefix = self.pending_prefix
-        rec.diags.extend(self.pending_diags[:8])
-        rec.metrics.extend(self.pending_metrics)
-        self._clear_pending()
-        self.last = self.section_last = rec
-        self.n_results += 1
-
-    def _diag(self, text: str) -> None:
-        if STATS.search(text) or text.startswith(("module:", "speed:", "Subtest:")):
-            return
-        if heartbeat(text) is not None:
-            return  # progress while a gang runs, not a finding (console.log keeps it)
-        expected = EXPECTED_REPORT.search(text)
-        if expected is not None:
-            self._expect(ORACLE_KINDS.get(expected.group(1), ""), int(expected.group(2)))
-        metric = parse_metric(text)
-        if metric is not None:
-            self.pending_metrics.append(metric)
-            return
-        if "seed=" in text:
-            kv_start = KV.search(text)
-            head = text[:kv_start.start()] if kv_start else text
-            segments = [s.strip() for s in head.split(":") if s.strip()]
-            if len(segments) >= 2:
-                self.pending_prefix = segments[-1]
-                self.pending_case = segments[0]
-            self.pending_params.update(dict(KV.findall(text)))
-        self.pending_diags.append(text)
-
-    def _expect(self, kind: str, n: int) -> None:
-        """A self-check says it provoked n reports of kind in this case: the last n such
-        pending reports are not findings."""
-        for splat in reversed(self.pending):
-            if n and splat.kind == kind and not splat.expected:
-                splat.expected, n = True, n - 1
-
-    # splats
-    def _close(self) -> None:
-        self.closed = True
-
-    def splat_line(self, text: str, i: int) -> None:
-        """Track report windows and titles on a non-KTAP line."""
+    def line(self, text: str, i: int) -> Splat | None:
+        """The report line i starts, if any (else it may end or add to the open one)."""
         if CUT_HERE in text:
-            self._close()
-            self.cut_line, self.cut_msg = i, ""
-            return
-        if text.startswith("---[ end "):
-            self._close()
-            return
-        if re.fullmatch(r"={20,}", text.strip()) and self.open is not None and i > self.open_line:
-            self._close()
-            return
+            self.open, self.cut_line, self.cut_msg = None, i, ""
+            return None
+        if text.startswith("---[ end ") or re.fullmatch(r"={20,}", text.strip()):
+            self.open = None
+            return None
         kind = classify(text)
+        open_ = self.open
         if kind is None:
             if i == self.cut_line + 1:
                 self.cut_msg = text.strip()
-            elif (self.open is not None and not self.closed and self.open.kind == "warning"
-                  and i == self.open_line + 1 and not self.open.message
-                  and not text.strip().startswith(TRACE_LINES)):
-                self.open.message = text.strip()
-            return
-        in_window = self.open is not None and not self.closed and i - self.open_line <= WINDOW
-        if in_window and self.open is not None and self.open.kind != "panic":
+            elif (open_ is not None and open_.kind == "warning" and i == self.open_line + 1
+                  and not open_.message and not text.strip().startswith(TRACE_LINES)):
+                open_.message = text.strip()
+            return None
+        if open_ is not None and i - self.open_line <= WINDOW and open_.kind != "panic":
             if kind in SECONDARY:
-                self.open.related.append(text)
-                return
-            if self.open.kind == "warning" and kind in UPGRADES and i - self.open_line <= 2:
-                self.open.related.append(self.open.title)
-                self.open.kind, self.open.title = kind, text
-                return
+                open_.related.append(text)
+                return None
+            if open_.kind == "warning" and kind in UPGRADES and i - self.open_line <= 2:
+                open_.related.append(open_.title)
+                open_.kind, open_.title = kind, text
+                return None
         splat = Splat(kind=kind, title=text, line_no=i + 1)
         if kind == "warning" and self.cut_msg and i - self.cut_line <= 3:
             splat.message = self.cut_msg
-        self.splats.append(splat)
-        if self.started:
-            self.pending.append(splat)
-        else:
-            splat.test = "boot"
-        self.open, self.open_line, self.closed = splat, i, False
+        self.open, self.open_line = splat, i
+        return splat
 
-    def feed(self, raw: str, i: int) -> None:
-        text = strip_prefix(raw)
-        if self.ktap_prefix and text.startswith(self.ktap_prefix):
-            text = text[len(self.ktap_prefix):]
-        if KUNIT_TIMEOUT.match(text):
-            self.kunit_timeout = True
+
+class ConsoleState:
+    """Pass 1: what each console line is, one line at a time (the boot watchdog feeds it
+    while the kernel runs; parse_console feeds it a whole console): the KTAP events, the
+    reports (in console order; the last may still gain related lines), the parameters the
+    suite refused. An oracle self-check's 'expected <kind> report captured (n)' marks the
+    last n reports of that kind since the last result line as expected."""
+
+    def __init__(self) -> None:
+        self.lines = 0
+        self.events: list[Event] = []
+        self.splats: list[Splat] = []
+        self.refused: dict[tuple[str, str], BadParameter] = {}
+        self.results = 0        # KTAP result lines so far, at any level
+        self.started = False    # a KTAP header since kunit.py last started a kernel
+        self.timeout = False    # kunit.py reported its own timeout
+        self._prefix = ""       # what kunit.py put before each KTAP line, when not a timestamp
+        self._spans = _Spans()
+        self._claimable = 0     # splats[_claimable:] came since the last result line
+        self._more = 0          # failure message lines that may still follow
+        self._prev = ""
+
+    def feed(self, raw: str) -> Event | None:
+        """Read the next console line; its event, if it is one."""
+        i, text = self.lines, strip_prefix(raw)
+        self.lines += 1
+        if self._prefix and text.startswith(self._prefix):
+            text = text[len(self._prefix):]
+        self.timeout = self.timeout or bool(KUNIT_TIMEOUT.match(text))
         refusal = REFUSAL.match(text)
         if refusal is not None:  # once per parameter and value (each isolated boot repeats it)
             name, value, want = refusal.groups()
             self.refused.setdefault((name, value), BadParameter(
                 name=name, value=value, want=want, line_no=i + 1, text=text.strip()))
         boot = boot_line(text)
-        if boot is not None:
-            # kunit.py starts another kernel (--run_isolated): the last one's section ends here
-            self._end_section(flush=True)
-            self.started = False
-            self.boot, self.boots = boot
-            self._close()
+        if boot is not None:  # kunit.py starts another kernel (--run_isolated)
+            self.started, self._spans.open = False, None
+            self._claimable = len(self.splats)
+            return self._add(Event("boot", i, text, number=boot[0], total=boot[1]))
+        m = KTAP_AFTER_PREFIX.search(text) if not self.started else None
+        if m and m.start() > 0 and text[:m.start()].strip():
+            self._prefix, text = text[:m.start()], text[m.start():]
+        prev, self._prev = self._prev, text
+        event = ktap_event(text, i, self.started)
+        if event is not None:
+            return self._ktap(event)
+        if self.started and self._more and text.strip() and self._failure_line(text, i, prev):
+            return self.events[-1]
+        splat = self._spans.line(text, i)
+        if splat is not None:
+            splat.test = "" if self.started else "boot"
+            self.splats.append(splat)
+        return self.events[-1] if self.events and self.events[-1].line == i else None
+
+    def _add(self, event: Event) -> Event:
+        self.events.append(event)
+        return event
+
+    def _ktap(self, event: Event) -> Event:
+        self._spans.open = None
+        self._more = FAILURE_MORE if event.kind == "diag" and "FAILED at" in event.text else 0
+        if event.kind == "header" and not self.started:
+            self.started, self._claimable = True, len(self.splats)
+        elif event.kind == "result":
+            self.results += 1
+            self._claimable = len(self.splats)
+        elif event.kind == "diag":
+            self._claim(event.name)
+        return self._add(event)
+
+    def _failure_line(self, text: str, i: int, prev: str) -> bool:
+        """A line of the failure message being printed (a 'more' event); True when it is
+        only that: the oracle quoting a report title on a line of its own."""
+        self._more -= 1
+        quoted = "oracle" in prev and prev.rstrip().endswith(":") and classify(text)
+        if not quoted and (classify(text) or CUT_HERE in text or text.startswith(("===", "---"))):
+            self._more = 0
+            return False
+        self._add(Event("more", i, text, name=text.strip()))
+        return bool(quoted)
+
+    def _claim(self, diag: str) -> None:
+        """An oracle self-check says it provoked n reports of a kind: not findings."""
+        m = EXPECTED_REPORT.search(diag)
+        if m is None:
             return
-        if not self.started:
-            m = re.search(r"K?TAP version \d+\s*$", text)
-            if m and m.start() > 0 and text[:m.start()].strip():
-                # a non-timestamp prefix on the header line: strip it from the lines after
-                self.ktap_prefix = text[:m.start()]
-                text = text[m.start():]
-        prev, self.prev = self.prev, text
-        if self.ktap(text, i):
-            self._close()
-            self.in_failure = "FAILED at" in text and bool(DIAG.match(text))
-            self.continuation = 0
+        kind, n = ORACLE_KINDS.get(m.group(1), ""), int(m.group(2))
+        for splat in reversed(self.splats[self._claimable:]):
+            if n and splat.kind == kind and not splat.expected:
+                splat.expected, n = True, n - 1
+
+    def progress(self) -> str:
+        """'N results, last: ok suite.case[param]', the last test as the report names it."""
+        done = [(n.result, n) for _, n in _Tree(self.events, self.lines).sinks
+                if isinstance(n, _Node) and n.result is not None]
+        verb = {"PASS": "ok", "FAIL": "not ok", "SKIP": "skipped"}
+        last = f", last: {verb[done[-1][0].status]} {display(done[-1][1].path())}" if done else ""
+        return f"{self.results} results{last}"
+
+
+def display(path: Sequence[str]) -> str:
+    """suite.case[param] form of a test's path."""
+    return ".".join(path[:2]) + "".join(f"[{p}]" for p in path[2:])
+
+
+# --- pass 2: the tests, and what the lines before each result say about its test -------
+
+@dataclass
+class _Owned:
+    """What the lines since the last result line say about the test of the next one."""
+    splats: list[Splat] = field(default_factory=list)
+    diags: list[str] = field(default_factory=list)
+    params: dict[str, str] = field(default_factory=dict)
+    prefix: str = ""
+    case: str = ""      # the case the last seed line named
+    metrics: list[dict[str, int | str]] = field(default_factory=list)
+
+    def take(self, e: Event) -> None:
+        """A diagnostic line: a metric, seed parameters, or a message to keep."""
+        text = e.name
+        if e.kind == "diag":
+            if STATS.search(text) or text.startswith(("module:", "speed:", "Subtest:")) \
+                    or heartbeat(text) is not None:
+                return  # counts, progress while a gang runs: not findings (console.log keeps them)
+            metric = parse_metric(text)
+            if metric is not None:
+                self.metrics.append(metric)
+                return
+            if "seed=" in text:
+                kv_start = KV.search(text)
+                head = text[:kv_start.start()] if kv_start else text
+                segments = [s.strip() for s in head.split(":") if s.strip()]
+                if len(segments) >= 2:
+                    self.prefix, self.case = segments[-1], segments[0]
+                self.params.update(dict(KV.findall(text)))
+        self.diags.append(text)
+
+    def fields(self, test_id: str) -> dict[str, Any]:
+        """The TestResult fields these lines give test_id (an expected report is no finding)."""
+        for s in self.splats:
+            s.test = test_id
+        return {"splats": [s for s in self.splats if not s.expected], "params": self.params,
+                "param_prefix": self.prefix or "cgroup_kunit", "diagnostics": self.diags[:8],
+                "metrics": self.metrics}
+
+
+@dataclass(eq=False)
+class _Node:
+    """A test as the KTAP events open and close it; a section's root has no parent."""
+    name: str | None
+    parent: "_Node | None"
+    indent: int
+    plan: int | None = None
+    results: int = 0                 # result lines of its subtests so far
+    children: list["_Node"] = field(default_factory=list)
+    result: Event | None = None
+    notes: list[str] = field(default_factory=list)
+    got: _Owned = field(default_factory=_Owned)
+
+    def path(self) -> list[str]:
+        out: list[str] = []
+        node = self
+        while node.parent is not None:
+            out.append(node.name if node.name is not None else "?")
+            node = node.parent
+        return out[::-1]
+
+    @property
+    def fresh(self) -> bool:
+        """Opened by a KTAP header and not named or used yet."""
+        return self.results == 0 and self.parent is not None and self.name is None
+
+
+@dataclass(eq=False)
+class _End:
+    """Where a KTAP section ended: early (crash: a test still open, or fewer top-level
+    results than planned), else at a boot line or the console's end (shutdown)."""
+    crash: bool
+    root: _Node
+    open: list[_Node]   # the tests still open, outermost first
+    after: str          # the last test reported in the section, or "start"
+    boot: int
+    got: _Owned = field(default_factory=_Owned)
+
+
+class _Tree:
+    """Pass 2a: the tests, from the KTAP events with a stack of open tests by indentation,
+    and the sinks: (line, owner) of each result line and of each section end that owns
+    the lines since the last result (a complete section that a new KTAP header ends
+    leaves them to the next owner)."""
+
+    def __init__(self, events: list[Event], lines: int) -> None:
+        self.sections: list[_Node] = []
+        self.stack: list[_Node] = []
+        self.sinks: list[tuple[int, _Node | _End]] = []
+        self.ends: list[_End] = []
+        self.last: _Node | None = None
+        self.boot, self.boots = 0, 0
+        for e in events:
+            if e.kind == "header":
+                self._header(e)
+            elif e.kind == "boot":
+                self._end(e.line, flush=True)
+                self.stack, self.boot, self.boots = [], e.number, e.total
+            elif e.kind in ("subtest", "plan", "result") and self.stack:
+                {"subtest": self._subtest, "plan": self._plan, "result": self._result}[e.kind](e)
+        self._end(lines, flush=True)
+
+    def tests(self, nodes: list[_Node] | None = None) -> Iterator[_Node]:
+        """Every test (of nodes), depth first."""
+        for node in nodes if nodes is not None else [c for r in self.sections for c in r.children]:
+            yield node
+            yield from self.tests(node.children)
+
+    def _push(self, indent: int, name: str | None) -> _Node:
+        parent = self.stack[-1]
+        node = _Node(name=name, parent=parent, indent=indent)
+        parent.children.append(node)
+        self.stack.append(node)
+        return node
+
+    def _pop_from(self, indent: int) -> None:
+        while len(self.stack) > 1 and self.stack[-1].indent >= indent:
+            self.stack.pop()
+
+    def _header(self, e: Event) -> None:
+        if not self.stack or e.indent <= self.stack[0].indent:
+            self._end(e.line, flush=False)
+            self.stack, self.last = [_Node(name=None, parent=None, indent=e.indent)], None
+            self.sections.append(self.stack[0])
+        elif not (self.stack[-1].indent == e.indent and self.stack[-1].fresh):
+            self._pop_from(e.indent)
+            self._push(e.indent, None)
+
+    def _subtest(self, e: Event) -> None:
+        top = self.stack[-1]
+        if e.indent <= self.stack[0].indent:
             return
-        if self.started and self.in_failure and self.continuation < 6 and text.strip():
-            # continuation of a KUnit failure message (printed without the '# case:' prefix)
-            self.continuation += 1
-            if "oracle" in prev and prev.rstrip().endswith(":") and classify(text):
-                self.pending_diags.append(text.strip())
-                return  # the oracle quoting a title on its own line: not a new splat
-            if classify(text) or CUT_HERE in text or text.startswith(("===", "---")):
-                self.in_failure = False
+        if top.indent == e.indent and top.fresh:
+            top.name = e.name
+        else:
+            self._pop_from(e.indent)
+            self._push(e.indent, e.name)
+
+    def _plan(self, e: Event) -> None:
+        if self.stack[-1].indent < e.indent:
+            self._push(e.indent, None)
+        top = self.stack[-1]
+        if top.indent == e.indent and top.plan is None:
+            top.plan = e.number
+
+    def _result(self, e: Event) -> None:
+        w = max(e.indent, self.stack[0].indent)
+        popped: list[_Node] = []
+        while len(self.stack) > 1 and self.stack[-1].indent > w:
+            popped.append(self.stack.pop())
+        top = self.stack[-1]
+        if not popped and top.indent < w:
+            if len(self.stack) > 1 and top.results == 0 and top.name is None:
+                top.indent = w  # results indented deeper than their unnamed header: adopt
             else:
-                self.pending_diags.append(text.strip())
-        self.splat_line(text, i)
+                top = self._push(w, None)
+        if popped:
+            node = popped[-1]
+            node.name = e.name if node.name is None else node.name
+            if node.plan is not None and node.results < node.plan:
+                node.notes.append(f"planned {node.plan} subtests, got {node.results}")
+        else:
+            node = _Node(name=e.name, parent=top, indent=w)
+            top.children.append(node)
+        node.result = e
+        top.results += 1
+        self.sinks.append((e.line, node))
+        self.last = node
+
+    def _end(self, line: int, flush: bool) -> None:
+        """Close the open section at line; flush: at a boot line or the console's end."""
+        if not self.stack:
+            return
+        root, still_open = self.stack[0], self.stack[1:]
+        crash = bool(still_open) or (root.plan is not None and root.results < root.plan)
+        if crash or flush:
+            after = ".".join(self.last.path()) if self.last is not None else "start"
+            self.ends.append(_End(crash, root, still_open, after, self.boot))
+            self.sinks.append((line, self.ends[-1]))
 
 
-class ConsoleState:
-    """The report's own walk over a console, fed one line at a time while the kernel runs
-    (the boot watchdog's view: the same titles, attribution and KTAP results as the report)."""
-
-    def __init__(self) -> None:
-        self._walker = _Walker()
-        self.lines = 0
-
-    def feed(self, line: str) -> None:
-        self._walker.feed(line, self.lines)
-        self.lines += 1
-
-    @property
-    def splats(self) -> list[Splat]:
-        """Every report so far, in console order (the last one may still gain related lines)."""
-        return self._walker.splats
-
-    @property
-    def results(self) -> int:
-        """KTAP result lines so far, at any level."""
-        return self._walker.n_results
+def _attribute(state: ConsoleState, sinks: list[tuple[int, _Node | _End]]) -> None:
+    """Pass 2b: each diagnostic and report goes to the first sink after its line."""
+    lines = [line for line, _ in sinks]
+    items: list[tuple[int, Event | Splat]] = [(e.line, e) for e in state.events
+                                              if e.kind in ("diag", "more")]
+    items += [(s.line_no - 1, s) for s in state.splats if s.test != "boot"]
+    for line, item in sorted(items, key=lambda x: x[0]):
+        k = bisect.bisect_right(lines, line)
+        if k == len(sinks):
+            continue
+        if isinstance(item, Splat):
+            sinks[k][1].got.splats.append(item)
+        else:
+            sinks[k][1].got.take(item)
 
 
 def _level(depth: int) -> str:
     return ("suite", "case", "param")[depth] if depth < 3 else "subtest"
 
 
-def _flatten(roots: list[_Rec]) -> list[_Rec]:
-    out: list[_Rec] = []
+def _test(node: _Node) -> TestResult:
+    """A test of the tree, with what its lines said."""
+    path, e = node.path(), node.result
+    t = TestResult(id=".".join(path), name=path[-1], path=path, level=_level(len(path) - 1),
+                   kunit_status=e.status if e else "NONE", status=e.status if e else "CRASH",
+                   line_no=e.line + 1 if e else None, skip_reason=e.reason if e else "",
+                   notes=node.notes, parent=".".join(path[:-1]) or None,
+                   children=[".".join(c.path()) for c in node.children],
+                   **node.got.fields(".".join(path)))
+    if e is None:
+        t.notes.append("no result: no KTAP result line for this test")
+    if any(n.startswith("planned ") for n in node.notes) and t.status != "FAIL":
+        t.status = "FAIL"
+    return t
 
-    def walk(r: _Rec) -> None:
-        out.append(r)
-        for c in r.children:
-            walk(c)
-    for r in roots:
-        walk(r)
+
+def _crash(end: _End) -> tuple[TestResult, list[str]]:
+    """The crash point of a section that ended early (the test running, named by its seed
+    line when KTAP had not named it yet) and its notes."""
+    named = [n for n in end.open if n.name is not None]
+    running = ".".join(named[-1].path()) if named else ""
+    if len(named) == 1 and end.got.case and end.got.case != named[0].name:
+        running = f"{running}.{end.got.case}"  # a plain case: named by its seed line
+    crash_id = f"{running or 'kunit'}: running when the kernel stopped (after {end.after})"
+    notes = []
+    if end.root.plan is not None and end.root.results < end.root.plan:
+        notes.append(f"KTAP incomplete: planned {end.root.plan} suites, got {end.root.results}")
+    if end.open:
+        notes.append(f"KTAP incomplete: {running or 'a suite'} never reported a result")
+    return TestResult(id=crash_id, name=crash_id, path=[crash_id], level="crash",
+                      kunit_status="NONE", status="CRASH", line_no=None, parent=running or None,
+                      boot=end.boot, **end.got.fields(crash_id)), notes
+
+
+def _not_reached(end: _End, running: str) -> list[NotRun]:
+    """The cases of the running suite and the suites KUnit planned but never started."""
+    out: list[NotRun] = []
+    top = end.open[0] if end.open else None
+    suite = top if top is not None and top.parent is end.root and top.name else None
+    if suite is not None and suite.plan is not None:
+        done = [c for c in suite.children if c.result is not None]
+        left = suite.plan - suite.results - (1 if suite.results < suite.plan else 0)
+        if left > 0:
+            out.append(NotRun(what="case", count=left, suite=str(suite.name),
+                              after=running or (".".join(done[-1].path()) if done else str(suite.name)),
+                              planned=suite.plan))
+    if end.root.plan is not None:
+        left = end.root.plan - end.root.results - (1 if suite is not None else 0)
+        if left > 0:
+            out.append(NotRun(what="suite", count=left, suite="",
+                              after=str(suite.name) if suite is not None else end.after,
+                              planned=end.root.plan))
     return out
 
 
 def parse_console(text: str, verdict: str = "completed") -> Report:
-    """Build a Report from console text and the exec verdict."""
-    w = _Walker()
+    """Build a Report from console text and the exec verdict: pass 1 (ConsoleState) over
+    the lines, then the tests (_Tree) and what the lines before each result say (_attribute)."""
+    state = ConsoleState()
     lines = text.splitlines()
-    for i, raw in enumerate(lines):
-        w.feed(raw, i)
-    w.finish()
-    notes = list(w.notes)
-    incomplete = bool(w.crash_points)
-    complete = w.ever_started and not incomplete
-    recs = _flatten(w.roots)
-    tests: list[TestResult] = []
-    by_rec: dict[int, TestResult] = {}
-    for r in recs:
-        path = r.path()
-        depth = len(path) - 1
-        t = TestResult(id=".".join(path), name=path[-1], path=path, level=_level(depth),
-                       kunit_status=r.kunit_status,
-                       status=r.kunit_status if r.line_no is not None else "CRASH",
-                       line_no=r.line_no, skip_reason=r.skip_reason, splats=r.splats,
-                       params=r.params, param_prefix=r.prefix, diagnostics=r.diags,
-                       notes=r.notes, parent=".".join(path[:-1]) or None, metrics=r.metrics)
-        if r.line_no is None:
-            t.notes.append("no result: no KTAP result line for this test")
-        if any(n.startswith("planned ") for n in r.notes) and t.status != "FAIL":
-            t.status = "FAIL"
-        by_rec[id(r)] = t
-        tests.append(t)
-    for r in recs:
-        by_rec[id(r)].children = [by_rec[id(c)].id for c in r.children]
-    for cp in w.crash_points:
-        tests.append(TestResult(id=cp.id, name=cp.id, path=[cp.id], level="crash",
-                                kunit_status="NONE", status="CRASH", line_no=None,
-                                splats=cp.splats, params=cp.params, param_prefix=cp.prefix,
-                                diagnostics=cp.diags, parent=cp.running or None,
-                                metrics=cp.metrics, boot=cp.boot))
-        notes += cp.notes
+    for raw in lines:
+        state.feed(raw)
+    tree = _Tree(state.events, state.lines)
+    _attribute(state, tree.sinks)
+    tests = [_test(node) for node in tree.tests()]
+    notes: list[str] = []
+    not_run: list[NotRun] = []
+    for end in tree.ends:
+        if end.crash:
+            crash, said = _crash(end)
+            tests.append(crash)
+            notes += said
+            not_run += _not_reached(end, crash.parent or "")
+        else:
+            for s in end.got.splats:
+                s.test = f"shutdown (after {end.after})"
+    if tree.boots > tree.boot:
+        not_run.append(NotRun(what="boot", count=tree.boots - tree.boot, suite="",
+                              after=f"boot {tree.boot} of {tree.boots}", planned=tree.boots))
+    return _verdicts(state, tests, notes, not_run, verdict,
+                     next((strip_prefix(ln).strip() for ln in reversed(lines) if ln.strip()), ""))
+
+
+def _verdicts(state: ConsoleState, tests: list[TestResult], notes: list[str],
+              not_run: list[NotRun], verdict: str, tail: str) -> Report:
+    """The report of the tests: statuses with their reports, counts, the run's status."""
     _apply_splat_verdicts(tests)
     leaves = [t for t in tests if t.line_no is not None and not t.children]
-    counts = Counts(passed=sum(t.status == "PASS" for t in leaves),
-                    failed=sum(t.status == "FAIL" for t in leaves),
-                    skipped=sum(t.status == "SKIP" for t in leaves),
-                    crashed=len(w.crash_points))
-    findings = [s for s in w.splats if not s.expected]
+    crashes = sum(t.level == "crash" for t in tests)
+    by = Counter(t.status for t in leaves)
+    counts = Counts(passed=by["PASS"], failed=by["FAIL"], skipped=by["SKIP"], crashed=crashes)
+    findings = [s for s in state.splats if not s.expected]
     panic = any(s.kind == "panic" for s in findings)
-    if verdict == "completed" and w.kunit_timeout:
+    if verdict == "completed" and state.timeout:
         verdict = "timeout"
         notes.append("kunit.py reported its own timeout")
     # a boot the watchdog stopped on a failure state is a crash of the kernel under test
-    status = _overall("crash" if verdict.startswith(STOPPED) else verdict, panic, incomplete,
+    status = _overall("crash" if verdict.startswith(STOPPED) else verdict, panic, crashes > 0,
                       leaves, tests, findings)
-    if not w.ever_started:
-        tail = next((strip_prefix(ln).strip() for ln in reversed(lines) if ln.strip()), "")
+    started = any(e.kind == "header" for e in state.events)
+    if not started:
         notes.append("no KTAP output found" + (f"; last console line: {tail[:200]}" if tail else ""))
     boot = [s for s in findings if s.test == "boot"]
     if boot:
         notes.append(f"{len(boot)} splat(s) during boot, before any test")
     return Report(status=status, verdict=verdict, tests=tests, splats=findings, counts=counts,
-                  expected=[s for s in w.splats if s.expected],
-                  notes=notes, ktap_started=w.ever_started, ktap_complete=complete,
-                  not_run=w.not_run, bad_parameters=list(w.refused.values()))
+                  expected=[s for s in state.splats if s.expected], notes=notes,
+                  ktap_started=started, ktap_complete=started and not crashes, not_run=not_run,
+                  bad_parameters=list(state.refused.values()),
+                  ktap=[e.text for e in state.events if e.kind in KTAP_KINDS])
 
 
 def _apply_splat_verdicts(tests: list[TestResult]) -> None:
@@ -968,9 +982,6 @@ def title_key(title: str) -> str:
     return WHERE_SUFFIX.sub("", title)
 
 
-_title_key = title_key
-
-
 def _grouped(splats: list[Splat]) -> list[tuple[Splat, int]]:
     """Identical reports (same kind and title) once, with how often they came."""
     first: dict[tuple[str, str], Splat] = {}
@@ -1068,9 +1079,12 @@ def format_summary(report: Report) -> str:
 
 
 def write_summary(report: Report, results: Path) -> tuple[Path, Path]:
-    """Write summary.json (the report and its failure signatures) and summary.txt."""
-    from .signature import signatures  # signature builds on this module
+    """Write results.ktap, .xml and .json (export), summary.json (the report and its
+    failure signatures) and summary.txt."""
+    from .export import write_results  # both build on this module
+    from .signature import signatures
     results.mkdir(parents=True, exist_ok=True)
+    write_results(report, results)
     js, txt = results / "summary.json", results / "summary.txt"
     report.files["summary"] = str(js)
     data = report.to_json()

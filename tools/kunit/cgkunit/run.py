@@ -28,10 +28,7 @@ HANG_S = 300.0
 # the harness waits CGK_STOP_SLACK_MS (30 s) past it, its start barrier up to 10 s, and the
 # rest is for a case's checks and teardown.
 HANG_MARGIN_S = 120.0
-HEADER = re.compile(r"K?TAP version \d+")
-RESULT = re.compile(r"^\s*((?:not )?ok \d+.*)$")
-SUBTEST = re.compile(r"# Subtest: (.*)$")
-STAMP_PREFIX = re.compile(r"^(?:\[\s*\d+\.\d+\])?(?:\[\s*[TC]\d+\])? ?")
+# a run's files, which clear_results removes (parse.log: what earlier versions wrote)
 RESULT_FILES = ("console.log", "exec.json", "results.json", "results.xml", "results.ktap",
                 "parse.log", "summary.json", "summary.txt")
 
@@ -275,13 +272,17 @@ class Watchdog:
         self.boot_timeout, self.hang_timeout, self.timeout = boot_timeout, hang_timeout, timeout
         self.rules = rules or StopRules()
         self.start = self.boot_start = self.last_output = start
-        self.booted = False
         self.boot, self.boots = 0, 0
         self.beat: tuple[str, int] | None = None  # the last heartbeat: case, steps
         self.console = rp.ConsoleState()
         self.stop: Stop | None = None
         self.halted_at: float | None = None
         self._reset()
+
+    @property
+    def booted(self) -> bool:
+        """KUnit started in this boot: a KTAP header since kunit.py started the kernel."""
+        return self.console.started
 
     def _reset(self) -> None:
         """Forget the failure states (a new kunit.py boot)."""
@@ -294,23 +295,18 @@ class Watchdog:
         self.storm: dict[tuple[str, str], list[Any]] = {}
 
     def saw(self, line: str, now: float) -> None:
-        text = rp.strip_prefix(line)
-        beat = rp.heartbeat(text)
+        beat = rp.heartbeat(rp.strip_prefix(line))
         if beat is None or beat != self.beat:
             self.last_output = now
         self.beat = beat or self.beat
-        boot = rp.boot_line(text)
-        if boot is not None:
-            self.boot, self.boots = boot
-            if boot[0] > 1:
+        event = self.console.feed(line)
+        if event is not None and event.kind == "boot":
+            self.boot, self.boots = event.number, event.total
+            if event.number > 1:
                 self.boot_start = now  # each isolated boot gets the boot and run deadlines
-            self.booted = False
             self.halted_at = None
             self.beat = None
             self._reset()
-        if not self.booted and HEADER.search(line):
-            self.booted = True
-        self.console.feed(line)
         if self.console.results != self.results:
             self.results = self.console.results
             self.storm = {}
@@ -465,23 +461,13 @@ def watch(cmd: Sequence[str], console: Path, label: str, *, cwd: Path | None,
     thread.start()
     verdict: str | None = None
     stops: list[Stop] = []
-    results, last_result, suite = 0, "", ""
     next_beat = start + heartbeat
     with open(console, "w") as log:
         def record(line: str) -> None:
-            nonlocal results, last_result, suite
             log.write(line)
             log.flush()
             if echo:
                 sys.stderr.write(line)
-            text = STAMP_PREFIX.sub("", line.rstrip())
-            m = SUBTEST.search(text)
-            if m:
-                suite = m.group(1)
-            m = RESULT.match(text)
-            if m:
-                results += 1
-                last_result = f"{suite}: {m.group(1)}" if suite else m.group(1)
 
         while True:
             try:
@@ -517,8 +503,7 @@ def watch(cmd: Sequence[str], console: Path, label: str, *, cwd: Path | None,
                 break
             if now >= next_beat:
                 state = "running" if dog.booted else "booting"
-                say(f"{label}: {state}, {now - start:.0f}s, {results} results"
-                    + (f", last: {last_result}" if last_result else ""))
+                say(f"{label}: {state}, {now - start:.0f}s, {dog.console.progress()}")
                 next_beat = now + heartbeat
         drain_until = time.monotonic() + 10
         while verdict and time.monotonic() < drain_until:
@@ -602,19 +587,3 @@ def read_exec_info(results: Path) -> dict[str, object]:
     """exec.json of a results dir (empty when absent)."""
     info = read_json(results / "exec.json")
     return info if isinstance(info, dict) else {}
-
-
-def kunit_parse(tree: Path, results: Path) -> None:
-    """kunit.py parse into results.json/.xml/.ktap (its exit status is ignored)."""
-    console = results / "console.log"
-    base = [sys.executable, str(tree / KUNIT_PY), "parse"]
-    jobs = ((base + [f"--json={results / 'results.json'}", f"--junit={results / 'results.xml'}",
-                     str(console)], results / "parse.log"),
-            (base + ["--raw_output=kunit", str(console)], results / "results.ktap"))
-    for cmd, dest in jobs:
-        try:
-            with open(dest, "w") as out:
-                subprocess.run(cmd, cwd=tree, env=kunit_env(), stdout=out,
-                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=120)
-        except (OSError, subprocess.TimeoutExpired) as e:
-            say(f"kunit.py parse failed ({e}); continuing with our own report")

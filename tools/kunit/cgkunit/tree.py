@@ -4,9 +4,9 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
 from .common import (DriverError, overlaps, read_json, read_text_file, run_logged, say,
                      sha256_file, user_path, write_json)
@@ -43,6 +43,69 @@ class PreparedTree:
     head_commit: str
     patches: list[tuple[str, str]] = field(default_factory=list)
     variant: str = ""
+
+
+Pair = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class TreeStamp:
+    """How a prepared tree (or the base variant's worktree) was made, kept in its git
+    directory as cgkunit-stamp.json for the next run to reuse: "" and () are not made yet."""
+    base: str = ""                           # the base id the tree was made from
+    series: tuple[Pair, ...] = ()            # (name, sha256) of each kernel/series patch applied
+    patch_commits: tuple[Pair, ...] = ()     # (name, commit) of each
+    series_commit: str = ""                  # the last of them (or the base)
+    hook_commit: str = ""                    # the commit that hooks the suite in
+    hook_parent: str = ""                    # the commit under it
+    suite_files: dict[str, str] = field(default_factory=dict)  # suite file -> sha256 in it
+    variant: str = ""                        # the variant's name ("" for none)
+    variant_patches: tuple[Pair, ...] = ()   # (name, sha256) of its extra patches
+    variant_parent: str = ""                 # the hook commit they were applied on
+    head: str = ""                           # the tree's HEAD: the variant's last commit or the hook
+
+    # the fields by their JSON type: strings, lists of [name, value] pairs (and suite_files)
+    STRINGS: ClassVar[tuple[str, ...]] = ("base", "series_commit", "hook_commit", "hook_parent",
+                                          "variant", "variant_parent", "head")
+    PAIRS: ClassVar[tuple[str, ...]] = ("series", "patch_commits", "variant_patches")
+
+    @classmethod
+    def from_json(cls, data: object) -> TreeStamp | None:
+        """The stamp in parsed JSON: an object whose known keys have their types (a key that is
+        missing or null is not made yet, other keys are ignored); None for anything else."""
+        if not isinstance(data, dict):
+            return None
+        values: dict[str, Any] = {}
+        for name, value in data.items():
+            if value is None:
+                continue
+            if name in cls.STRINGS:
+                if not isinstance(value, str):
+                    return None
+                values[name] = value
+            elif name in cls.PAIRS:
+                if not isinstance(value, list) or not all(
+                        isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p)
+                        for p in value):
+                    return None
+                values[name] = tuple((p[0], p[1]) for p in value)
+            elif name == "suite_files":
+                if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+                    return None
+                values[name] = dict(value)
+        return cls(**values)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        return {**data, **{name: [list(p) for p in data[name]] for name in self.PAIRS}}
+
+    @classmethod
+    def load(cls, path: Path) -> TreeStamp:
+        """The stamp in path; an empty one when path is missing, unreadable or not a stamp."""
+        return cls.from_json(read_json(path)) or cls()
+
+    def save(self, path: Path) -> None:
+        write_json(path, self.to_json())
 
 
 def git(repo: Path, *args: str, check: bool = True, env: Mapping[str, str] | None = None,
@@ -310,24 +373,24 @@ def apply_patch(tree: Path, name: str, path: Path, reset_to: str) -> str:
     return head
 
 
-def _exists(tree: Path, commit: Any) -> bool:
-    return isinstance(commit, str) and rev(tree, commit) == commit
+def _exists(tree: Path, commit: str) -> bool:
+    return bool(commit) and rev(tree, commit) == commit
 
 
-def _ensure_series(tree: Path, series: list[tuple[str, Path, str]], stamp: dict[str, Any],
-                   stamp_file: Path) -> tuple[str, list[tuple[str, str]]]:
-    want = [[n, s] for n, _, s in series]
-    have = stamp.get("series") or []
-    have_commits = stamp.get("patch_commits") or []
-    if have == want and _exists(tree, stamp.get("series_commit")):
-        return stamp["series_commit"], [(n, c) for n, c in have_commits]
+def _ensure_series(tree: Path, series: list[tuple[str, Path, str]], stamp: TreeStamp,
+                   stamp_file: Path, base_id: str) -> TreeStamp:
+    """The stamp with series applied on the base: kept when it already is, else a new one
+    (its patches re-applied from the first that changed)."""
+    want = tuple((n, s) for n, _, s in series)
+    have, have_commits = stamp.series, stamp.patch_commits
+    if have == want and _exists(tree, stamp.series_commit):
+        return replace(stamp, base=base_id)
     prefix = 0
     while (prefix < min(len(have), len(want), len(have_commits)) and have[prefix] == want[prefix]
            and _exists(tree, have_commits[prefix][1])):
         prefix += 1
-    commits: list[tuple[str, str]] = [(n, c) for n, c in have_commits[:prefix]]
+    commits = list(have_commits[:prefix])
     start = commits[-1][1] if commits else BASE_TAG
-    stamp.clear()
     stamp_file.unlink(missing_ok=True)
     todo = series[prefix:]
     say(f"applying {len(todo)} patch(es) from kernel/series"
@@ -341,7 +404,7 @@ def _ensure_series(tree: Path, series: list[tuple[str, Path, str]], stamp: dict[
             raise
     head = rev(tree, "HEAD")
     assert head
-    return head, commits
+    return TreeStamp(base=base_id, series=want, patch_commits=tuple(commits), series_commit=head)
 
 
 HOOKED_FILES = ("lib/Kconfig.debug", "lib/Makefile")  # the kernel files the hook edits
@@ -362,19 +425,20 @@ def _add_suite(tree: Path) -> None:
         git(tree, "add", "-A", "-f", "--", str(SUITE_DIR))
 
 
-def _ensure_hook(tree: Path, suite_src: Path, series_commit: str, stamp: dict[str, Any],
-                 tag: str = SUITE_TAG) -> str:
-    """The commit on series_commit that hooks the suite in (made or amended as needed), tagged."""
+def _ensure_hook(tree: Path, suite_src: Path, series_commit: str, stamp: TreeStamp,
+                 tag: str = SUITE_TAG) -> TreeStamp:
+    """The stamp with the commit on series_commit that hooks the suite in (made or amended as
+    needed, tagged) as its hook_commit."""
     files = suite_files(suite_src)
     dst = tree / SUITE_DIR
     env = dict(AUTHOR_ENV, **COMMITTER_ENV)
-    hook = stamp.get("hook_commit")
-    if stamp.get("hook_parent") == series_commit and _exists(tree, hook):
-        if stamp.get("suite_files") == files:
+    hook = stamp.hook_commit
+    if stamp.hook_parent == series_commit and _exists(tree, hook):
+        if stamp.suite_files == files:
             if rev(tree, tag) != hook:
-                git(tree, "tag", "-f", tag, str(hook))
-            return str(hook)
-        _goto(tree, str(hook))
+                git(tree, "tag", "-f", tag, hook)
+            return stamp
+        _goto(tree, hook)
         changed = sync_suite(suite_src, dst)
         say(f"suite files changed: {', '.join(changed) or 'none in the tree'}; amending the hook commit")
         _add_suite(tree)
@@ -388,24 +452,22 @@ def _ensure_hook(tree: Path, suite_src: Path, series_commit: str, stamp: dict[st
     new = rev(tree, "HEAD")
     assert new
     git(tree, "tag", "-f", tag, new)
-    stamp.update(suite_files=files, hook_commit=new, hook_parent=series_commit)
-    for key in ("variant", "variant_patches", "variant_parent", "head"):
-        stamp.pop(key, None)
-    return new
+    return replace(stamp, suite_files=files, hook_commit=new, hook_parent=series_commit,
+                   variant="", variant_patches=(), variant_parent="", head="")
 
 
 def _ensure_variant(tree: Path, hook: str, extras: list[tuple[str, Path, str]],
-                    stamp: dict[str, Any], stamp_file: Path) -> str:
+                    stamp: TreeStamp, stamp_file: Path) -> TreeStamp:
+    """The stamp with the extra patches applied on hook (none: the tree at hook) as its head."""
     name = variant_name([p for _, p, _ in extras])
-    want = [[n, s] for n, _, s in extras]
+    want = tuple((n, s) for n, _, s in extras)
     if not extras:
-        if stamp.get("variant"):
-            say(f"removing variant {stamp['variant']}")
+        if stamp.variant:
+            say(f"removing variant {stamp.variant}")
         _goto(tree, hook)
         head = hook
-    elif (stamp.get("variant_patches") == want and stamp.get("variant_parent") == hook
-          and _exists(tree, stamp.get("head"))):
-        head = str(stamp["head"])
+    elif stamp.variant_patches == want and stamp.variant_parent == hook and _exists(tree, stamp.head):
+        head = stamp.head
         _goto(tree, head)
     else:
         _goto(tree, hook)
@@ -414,14 +476,11 @@ def _ensure_variant(tree: Path, hook: str, extras: list[tuple[str, Path, str]],
             try:
                 apply_patch(tree, pname, path, SUITE_TAG)
             except DriverError:
-                stamp["head"] = hook
-                for key in ("variant", "variant_patches", "variant_parent"):
-                    stamp.pop(key, None)
-                write_json(stamp_file, stamp)
+                replace(stamp, variant="", variant_patches=(), variant_parent="",
+                        head=hook).save(stamp_file)
                 raise
         head = rev(tree, "HEAD") or hook
-    stamp.update(variant=name, variant_patches=want, variant_parent=hook, head=head)
-    return head
+    return replace(stamp, variant=name, variant_patches=want, variant_parent=hook, head=head)
 
 
 def prepare_tree(repo_root: Path, build_root: Path, base: BaseSource | None,
@@ -452,19 +511,18 @@ def prepare_tree(repo_root: Path, build_root: Path, base: BaseSource | None,
     else:
         raise DriverError("no kernel source: run fetch or set KERNEL_SRC")
     stamp_file = tree / ".git" / STAMP
-    loaded = read_json(stamp_file)
-    stamp: dict[str, Any] = loaded if isinstance(loaded, dict) and loaded.get("base") == base_id else {}
+    stamp = TreeStamp.load(stamp_file)
+    if stamp.base != base_id:
+        stamp = TreeStamp()
     _clean_if_dirty(tree)
-    series_commit, commits = _ensure_series(tree, series, stamp, stamp_file)
-    stamp.update(base=base_id, series=[[n, s] for n, _, s in series],
-                 patch_commits=[list(c) for c in commits], series_commit=series_commit)
-    write_json(stamp_file, stamp)
-    hook = _ensure_hook(tree, suite_src, series_commit, stamp)
-    write_json(stamp_file, stamp)
-    head = _ensure_variant(tree, hook, extras, stamp, stamp_file)
-    write_json(stamp_file, stamp)
-    return PreparedTree(path=tree, base_commit=base_commit, head_commit=head,
-                        patches=commits, variant=stamp.get("variant", ""))
+    stamp = _ensure_series(tree, series, stamp, stamp_file, base_id)
+    stamp.save(stamp_file)
+    stamp = _ensure_hook(tree, suite_src, stamp.series_commit, stamp)
+    stamp.save(stamp_file)
+    stamp = _ensure_variant(tree, stamp.hook_commit, extras, stamp, stamp_file)
+    stamp.save(stamp_file)
+    return PreparedTree(path=tree, base_commit=base_commit, head_commit=stamp.head,
+                        patches=list(stamp.patch_commits), variant=stamp.variant)
 
 
 # --- the base variant (benchmarks) ---------------------------------------------
@@ -522,12 +580,12 @@ def ensure_base_worktree(repo_root: Path, prepared: PreparedTree, base_before: s
     if git_dir is None:
         raise DriverError(f"{path}: cannot find its git directory")
     stamp_file = git_dir / STAMP
-    loaded = read_json(stamp_file)
-    stamp: dict[str, Any] = loaded if isinstance(loaded, dict) else {}
+    stamp = TreeStamp.load(stamp_file)
     _clean_if_dirty(path)
-    hook = _ensure_hook(path, repo_root / SUITE_DIR, parent, stamp, tag=BASE_SUITE_TAG)
+    stamp = _ensure_hook(path, repo_root / SUITE_DIR, parent, stamp, tag=BASE_SUITE_TAG)
+    hook = stamp.hook_commit
     _goto(path, hook)
-    write_json(stamp_file, stamp)
+    stamp.save(stamp_file)
     say(f"base variant {path} at {hook[:12]} (before {base_before})")
     return PreparedTree(path=path, base_commit=prepared.base_commit, head_commit=hook,
                         patches=patches, variant=BASE_VARIANT)

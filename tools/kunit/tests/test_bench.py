@@ -619,8 +619,6 @@ if args[0] == "exec":
         f.write("\\n".join(args))
     with open(os.path.join(os.environ["FAKE_DIR"], "bench_synthetic_" + variant + ".log")) as f:
         print(f.read(), end="")
-elif args[0] == "parse":
-    print("parsed")
 '''
 PROFILE = "#@ arch: x86_64\n#@ qemu_smp: host\n#@ timeout: 600\nCONFIG_CGROUP_KUNIT_BENCH=y\n"
 

@@ -12,6 +12,7 @@ from cgkunit import report as rp
 from cgkunit import run
 from cgkunit.common import DriverError
 from cgkunit.profile import Profile
+from conftest import DATA
 
 
 def prof(arch: str = "um", **kw: object) -> Profile:
@@ -131,6 +132,42 @@ def test_watch_overall_timeout(tmp_path: Path, capsys: pytest.CaptureFixture[str
     r = watch(tmp_path, body, timeout=1.0)
     assert r.verdict == "timeout" and r.elapsed < 12
     assert "last: ok" in capsys.readouterr().err
+
+
+VERB = {"PASS": "ok", "FAIL": "not ok", "SKIP": "skipped"}
+
+
+def progress_of(report: rp.Report) -> str:
+    """What the live progress must say once the whole console is in: the report's count of
+    result lines and its last reported test, with KUnit's word for it."""
+    done = sorted((t for t in report.tests if t.line_no is not None), key=lambda t: t.line_no or 0)
+    last = f", last: {VERB[done[-1].kunit_status]} {done[-1].display}" if done else ""
+    return f"{len(done)} results{last}"
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in DATA.glob("*.log")))
+def test_live_reader_agrees_with_the_report(name: str) -> None:
+    """The watchdog's reader, fed a recorded console line by line, sees the report's results,
+    last test and reports."""
+    text = (DATA / name).read_text()
+    state = rp.ConsoleState()
+    for line in text.splitlines():
+        state.feed(line)
+    report = rp.parse_console(text)
+    assert state.progress() == progress_of(report)
+    assert [(s.kind, s.title, s.line_no) for s in state.splats if not s.expected] == \
+        [(s.kind, s.title, s.line_no) for s in report.splats]
+
+
+def test_watch_progress_agrees_with_the_report(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    log = DATA / "02_lockdep_param_ok.log"
+    r = watch(tmp_path, f"print(open({str(log)!r}).read(), end='', flush=True)\n", heartbeat=0.0)
+    assert r.verdict == "completed"
+    beats = [ln for ln in capsys.readouterr().err.splitlines() if "running t: running" in ln]
+    report = rp.parse_console(r.console_log.read_text())
+    assert beats[-1].endswith(f"s, {progress_of(report)}")
+    assert progress_of(report) == "9 results, last: ok cgroup_ucount"
 
 
 def test_watch_missing_command(tmp_path: Path) -> None:

@@ -1,9 +1,11 @@
 """tree: prepared git tree from KERNEL_SRC or a Debian base, idempotent, never touching the user's repo."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -318,6 +320,82 @@ def test_head_moved_is_put_back(env: dict[str, Path]) -> None:
     git(t.path, "checkout", "-q", "--detach", "cgkunit-base")
     assert prepare(env).head_commit == t.head_commit
     assert git(t.path, "rev-parse", "HEAD") == t.head_commit
+
+
+# --- the stamp ---------------------------------------------------------------------
+
+FULL_STAMP = tr.TreeStamp(
+    base="user:/src:abc", series=(("0001-a.patch", "aa"), ("0002-b.patch", "bb")),
+    patch_commits=(("0001-a.patch", "c1"), ("0002-b.patch", "c2")), series_commit="c2",
+    hook_commit="h", hook_parent="c2", suite_files={"Kconfig": "k", "x.c": "x"},
+    variant="broken", variant_patches=(("broken.patch", "dd"),), variant_parent="h", head="v")
+
+
+def test_stamp_json_round_trip() -> None:
+    data = FULL_STAMP.to_json()
+    assert set(data) == {f.name for f in fields(tr.TreeStamp)}
+    assert set(tr.TreeStamp.STRINGS) | set(tr.TreeStamp.PAIRS) | {"suite_files"} == set(data)
+    assert data["series"] == [["0001-a.patch", "aa"], ["0002-b.patch", "bb"]]
+    assert tr.TreeStamp.from_json(json.loads(json.dumps(data))) == FULL_STAMP
+    assert tr.TreeStamp.from_json({}) == tr.TreeStamp()
+
+
+def test_stamp_of_a_run_cut_short_and_unknown_or_null_keys() -> None:
+    old = {"base": "b", "series": [["0001-a.patch", "aa"]], "patch_commits": [["0001-a.patch", "c1"]],
+           "series_commit": "c1", "head": None, "from_a_later_version": {"x": 1}}
+    assert tr.TreeStamp.from_json(old) == tr.TreeStamp(
+        base="b", series=(("0001-a.patch", "aa"),), patch_commits=(("0001-a.patch", "c1"),),
+        series_commit="c1")
+
+
+@pytest.mark.parametrize("data", [
+    None, [], "stamp", 3, {"base": 1}, {"head": ["c"]}, {"series": "0001-a.patch"},
+    {"series": [["0001-a.patch"]]}, {"patch_commits": [["0001-a.patch", 7]]},
+    {"variant_patches": [("a", "b", "c")]}, {"suite_files": ["x.c"]}, {"suite_files": {"x.c": 1}},
+])
+def test_garbage_is_no_stamp(data: object, tmp_path: Path) -> None:
+    assert tr.TreeStamp.from_json(data) is None
+    path = tmp_path / tr.STAMP
+    path.write_text(json.dumps(data))
+    assert tr.TreeStamp.load(path) == tr.TreeStamp()
+    path.write_text("{not json")
+    assert tr.TreeStamp.load(path) == tr.TreeStamp()
+    assert tr.TreeStamp.load(tmp_path / "missing.json") == tr.TreeStamp()
+
+
+def test_prepare_stamps_the_tree(env: dict[str, Path]) -> None:
+    t = prepare(env)
+    stamp = tr.TreeStamp.load(t.path / ".git" / tr.STAMP)
+    assert stamp.base == f"user:{env['kernel'].resolve()}:{t.base_commit}"
+    assert [n for n, _ in stamp.series] == [env["p1"].name, env["p2"].name]
+    assert list(stamp.patch_commits) == t.patches and stamp.series_commit == t.patches[-1][1]
+    assert stamp.hook_parent == stamp.series_commit
+    assert stamp.hook_commit == stamp.variant_parent == stamp.head == t.head_commit
+    assert sorted(stamp.suite_files) == ["Kconfig", "Makefile", "x.c"]
+    assert (stamp.variant, stamp.variant_patches) == ("", ())
+
+
+@pytest.mark.parametrize("garbage", ["{not json", "[1, 2]", '{"base": "%s", "series": 7}'])
+def test_a_garbage_stamp_makes_the_same_tree_again(env: dict[str, Path], garbage: str) -> None:
+    t1 = prepare(env)
+    stamp_file = t1.path / ".git" / tr.STAMP
+    stamp = stamp_file.read_text()
+    stamp_file.write_text(garbage.replace("%s", tr.TreeStamp.load(stamp_file).base))
+    assert prepare(env) == t1  # the series re-applied: the same commits
+    assert stamp_file.read_text() == stamp
+
+
+def test_a_stamp_cut_short_after_the_series_keeps_it(env: dict[str, Path]) -> None:
+    t1 = prepare(env)
+    stamp_file = t1.path / ".git" / tr.STAMP
+    full = json.loads(stamp_file.read_text())
+    stamp_file.write_text(json.dumps({k: full[k] for k in ("base", "series", "patch_commits",
+                                                            "series_commit")}))
+    git(t1.path, "checkout", "-q", "--detach", t1.patches[-1][1])
+    mtimes = tree_mtimes(t1.path)
+    assert prepare(env) == t1
+    assert tree_mtimes(t1.path)["kernel/ucount.c"] == mtimes["kernel/ucount.c"]  # not re-applied
+    assert json.loads(stamp_file.read_text()) == full
 
 
 # --- Debian base -------------------------------------------------------------------

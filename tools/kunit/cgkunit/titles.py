@@ -1,0 +1,83 @@
+"""The titles of kernel reports, from lib/kunit-cgroup/report_titles.h: the one table the
+suite's console oracle (harness.c, with the kernel's glob_match()) and the report reader
+(report.py) both match console lines against, first match wins.
+
+Each line CGK_REPORT("kind", "name", "pattern") of the header is an entry: kind is the
+driver's word for the report (Splat.kind, failure signatures), name the oracle's (what it
+prints: 'oracle: <name> report while the case ran: ...'), pattern a glob(7) over the whole
+line. fnmatch.fnmatchcase() matches as glob_match() does for the patterns the header may
+hold (* ? [...] [!...], no backslash) on ASCII lines."""
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .common import DriverError, find_repo_root, read_text_file
+from .params import SUITE_DIR
+
+HEADER = SUITE_DIR / "report_titles.h"
+MACRO = "CGK_REPORT"
+# CGK_REPORT("kind", "name", "pattern"), alone on its line: C strings without escapes
+ENTRY = re.compile(rf'^{MACRO}\(\s*"([^"\\]*)"\s*,\s*"([^"\\]*)"\s*,\s*"([^"\\]*)"\s*\)$')
+KIND = re.compile(r"[a-z][a-z0-9_-]*")
+
+
+@dataclass(frozen=True)
+class ReportTitle:
+    """One CGK_REPORT entry."""
+    kind: str
+    name: str
+    pattern: str
+    regex: re.Pattern[str]  # the pattern, as fnmatch.fnmatchcase() compiles it
+
+    def matches(self, line: str) -> bool:
+        return self.regex.match(line) is not None
+
+
+def _problem(kind: str, name: str, pattern: str, names: dict[str, str],
+             kinds: dict[str, str]) -> str:
+    """What is wrong with an entry, given the names and kinds of the entries before it."""
+    if not KIND.fullmatch(kind):
+        return "the kind is not a lower-case word"
+    if not name or any(c.isspace() for c in name):
+        return "the name is empty or has a blank"
+    if not pattern or not pattern.isascii():
+        return "the pattern is empty or not ASCII"
+    if names.setdefault(kind, name) != name:
+        return f"kind {kind} is already called {names[kind]}"
+    if kinds.setdefault(name, kind) != kind:
+        return f"name {name} already stands for {kinds[name]}"
+    return ""
+
+
+def parse(text: str, where: str) -> list[ReportTitle]:
+    """The entries of a report_titles.h text, in order; DriverError naming where:line for a
+    CGK_REPORT line that is not one, a bad kind, name or pattern, a kind with two names or a
+    name with two kinds, or no entry at all."""
+    entries: list[ReportTitle] = []
+    names: dict[str, str] = {}
+    kinds: dict[str, str] = {}
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line.startswith(MACRO):
+            continue
+        m = ENTRY.match(line)
+        if m is None:
+            raise DriverError(f'{where}:{n}: not {MACRO}("kind", "name", "pattern"): {line}')
+        kind, name, pattern = m.groups()
+        problem = _problem(kind, name, pattern, names, kinds)
+        if problem:
+            raise DriverError(f"{where}:{n}: {problem}: {line}")
+        entries.append(ReportTitle(kind=kind, name=name, pattern=pattern,
+                                   regex=re.compile(fnmatch.translate(pattern))))
+    if not entries:
+        raise DriverError(f"{where}: no {MACRO}(...) entry")
+    return entries
+
+
+def load(repo: Path | None = None) -> list[ReportTitle]:
+    """The entries of repo's header (default: the repo this driver is in)."""
+    path = (repo if repo is not None else find_repo_root(Path(__file__).resolve().parent)) / HEADER
+    return parse(read_text_file(path), str(path))
