@@ -76,8 +76,6 @@
 
 #include "harness.h"
 
-#define CS_NR_CGROUPS		13
-#define CS_EPHEMERAL		CS_NR_CGROUPS	/* index of the leaf rmdir races */
 #define CS_A2			3		/* the interior cgroup tasks may join */
 #define CS_NR_TARGETS		10		/* a2 and the nine leaves */
 #define CS_NR_SLOTS		4		/* shared css_set references */
@@ -85,6 +83,7 @@
 #define CS_READ_DWELL_US	20		/* readers hold the set this long */
 #define CS_CHECK_INTERVAL_MS	20
 #define CS_RMDIR_PATIENCE	8	/* -EBUSY in a row before evicting */
+#define CS_RMDIR_NAP_US		50	/* nap after an -EBUSY before that */
 /*
  * Exited children are reaped by kthreadd and freed after an RCU grace
  * period, and their last css_set put comes from that RCU callback; removed
@@ -117,11 +116,7 @@ struct cs_case {
 	struct kunit *test;
 	unsigned long flags;
 	const char *roles;
-	struct cgroup *cg[CS_NR_CGROUPS + 1];
-	struct mutex eph_lock;		/* guards cg[CS_EPHEMERAL] and closing */
-	struct cgroup *closing;		/* the leaf the rmdir worker is emptying */
-	unsigned int busy_tries;	/* owned by the rmdir worker */
-	unsigned int eph_gen;		/* owned by the rmdir worker */
+	struct cgk_tree tree;		/* the rmdir worker removes its leaf */
 	struct cgk_herd *herd;
 	struct cs_slot slots[CS_NR_SLOTS];
 	/* controllers: indices into cs_controllers[] the kernel has */
@@ -129,21 +124,12 @@ struct cs_case {
 	unsigned int nr_ctrl;
 	unsigned int root_enabled;	/* bits of cs_controllers[] we enabled */
 	struct mutex ctrl_lock;		/* guards ctrl_on and the toggles */
-	unsigned int ctrl_on[CS_NR_CGROUPS];
+	unsigned int ctrl_on[CGK_TREE_NR];
 	atomic_long_t next_check;
-	atomic_long_t migrated, enodev, toggles, rmdirs, ebusy, reads, released,
-		      gets, puts, checks;
-	struct css_set_check_for_test base;
-	int base_nr_cgrps;
-};
-
-static const int cs_parent[CS_NR_CGROUPS] = {
-	-1, 0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3,
-};
-
-static const char * const cs_name[CS_NR_CGROUPS] = {
-	"top", "a0", "a1", "a2", "b00", "b01", "b02", "b10", "b11", "b12",
-	"b20", "b21", "b22",
+	atomic_long_t migrated, enodev, toggles, reads, released, gets, puts,
+		      checks;
+	struct cgk_baseline base;
+	unsigned int base_hashed;	/* css_sets in the hash table */
 };
 
 /* Where victims may go: a2 and the leaves, whose subtree_control stays empty. */
@@ -162,21 +148,6 @@ static const struct cs_controller {
 #endif
 	{ NULL, 0 }
 };
-
-static const char *cs_cg_name(int i)
-{
-	return i == CS_EPHEMERAL ? "ephemeral" : cs_name[i];
-}
-
-static struct cgroup *cs_where(struct task_struct *task)
-{
-	struct cgroup *cgrp;
-
-	rcu_read_lock();
-	cgrp = task_dfl_cgroup(task);
-	rcu_read_unlock();
-	return cgrp;
-}
 
 static enum cs_role cs_role(const struct cs_case *c, const struct cgk_worker *w)
 {
@@ -339,7 +310,7 @@ static void cs_read_step(struct cgk_worker *w)
 		task = v->task;
 	}
 	if (task)
-		cs_read_cset(w, task_css_set(task), child ? NULL : c->cg[0]);
+		cs_read_cset(w, task_css_set(task), child ? NULL : c->tree.cg[0]);
 	rcu_read_unlock();
 }
 
@@ -420,28 +391,15 @@ static void cs_toggle_step(struct cgk_worker *w)
 	mutex_lock(&c->ctrl_lock);
 	on = c->ctrl_on[a] & BIT(k);
 	snprintf(buf, sizeof(buf), "%c%s", on ? '-' : '+', cs_controllers[k].name);
-	ret = cgroup_subtree_control_write_for_test(c->cg[a], buf);
+	ret = cgroup_subtree_control_write_for_test(c->tree.cg[a], buf);
 	if (!ret) {
 		c->ctrl_on[a] ^= BIT(k);
 		atomic_long_inc(&c->toggles);
 	} else {
 		cgk_fail(w, "writing \"%s\" to %s's subtree_control: %d",
-			 buf, cs_name[a], ret);
+			 buf, cgk_tree_name(a), ret);
 	}
 	mutex_unlock(&c->ctrl_lock);
-}
-
-/* A reference on the current ephemeral leaf, or NULL while there is none. */
-static struct cgroup *cs_get_ephemeral(struct cs_case *c)
-{
-	struct cgroup *cgrp;
-
-	mutex_lock(&c->eph_lock);
-	cgrp = c->cg[CS_EPHEMERAL];
-	if (cgrp)
-		cgroup_get(cgrp);
-	mutex_unlock(&c->eph_lock);
-	return cgrp;
 }
 
 static void cs_migrate_step(struct cgk_worker *w)
@@ -461,11 +419,11 @@ static void cs_migrate_step(struct cgk_worker *w)
 
 	t = cgk_rand(w, rmdir ? CS_NR_TARGETS + 1 : CS_NR_TARGETS);
 	if (t == CS_NR_TARGETS) {
-		to = cs_get_ephemeral(c);
+		to = cgk_tree_get_ephemeral(&c->tree);
 		if (!to)
 			return;
 	} else {
-		to = c->cg[cs_target[t]];
+		to = c->tree.cg[cs_target[t]];
 		cgroup_get(to);
 	}
 
@@ -476,7 +434,7 @@ static void cs_migrate_step(struct cgk_worker *w)
 		atomic_long_inc(&c->enodev);	/* the leaf was just removed */
 	else
 		cgk_fail(w, "migration to %s failed: %d",
-			 cs_cg_name(t == CS_NR_TARGETS ? CS_EPHEMERAL : cs_target[t]),
+			 cgk_tree_name(t == CS_NR_TARGETS ? CGK_TREE_EPHEMERAL : cs_target[t]),
 			 ret);
 	cgroup_put(to);
 }
@@ -492,74 +450,34 @@ static int cs_evict(struct cs_case *c, struct cgroup *cgrp)
 	for (i = 0; i < c->herd->nr; i++) {
 		struct task_struct *task = c->herd->victims[i].task;
 
-		if (cs_where(task) != cgrp)
+		if (cgk_where(task) != cgrp)
 			continue;
-		ret = cgroup_procs_write_for_test(c->cg[CS_A2], task);
+		ret = cgroup_procs_write_for_test(c->tree.cg[CS_A2], task);
 		if (ret)
 			return ret;
 	}
 	return 0;
 }
 
-/*
- * Worker 0 of an rmdir case: remove the ephemeral leaf while migrations
- * target it and sets on it are still referenced (by children that exited
- * but are not freed yet, and by get/put workers), keep it published a
- * little once removed (migrations into it must now fail with -ENODEV), then
- * publish a new one. After repeated -EBUSY, close it to new migrations and
- * move the victims out.
- */
-static void cs_rmdir_step(struct cgk_worker *w)
+static void cs_evict_step(struct cgk_worker *w, struct cgroup *cgrp)
 {
-	struct cs_case *c = w->gang->data;
-	struct cgroup *target, *new;
-	char name[24];
-	int ret;
+	int ret = cs_evict(w->gang->data, cgrp);
 
-	mutex_lock(&c->eph_lock);
-	target = c->closing ?: c->cg[CS_EPHEMERAL];
-	mutex_unlock(&c->eph_lock);
-	if (!target)
-		return;
-
-	ret = cgroup_destroy_for_test(target);
-	if (ret == -EBUSY) {
-		atomic_long_inc(&c->ebusy);
-		if (++c->busy_tries < CS_RMDIR_PATIENCE) {
-			usleep_range(50, 100);
-			return;
-		}
-		if (!c->closing) {
-			mutex_lock(&c->eph_lock);
-			c->closing = target;
-			c->cg[CS_EPHEMERAL] = NULL;
-			mutex_unlock(&c->eph_lock);
-		}
-		ret = cs_evict(c, target);
-		if (ret)
-			cgk_fail(w, "moving victims out of the leaf to remove: %d", ret);
-		return;
-	}
-	if (ret) {
-		cgk_fail(w, "removing the ephemeral leaf: %d", ret);
-		return;
-	}
-	atomic_long_inc(&c->rmdirs);
-	c->busy_tries = 0;
-	usleep_range(200, 400);
-
-	snprintf(name, sizeof(name), "eph%u", ++c->eph_gen);
-	new = cgroup_create_for_test(c->cg[0], name);
-	if (IS_ERR(new)) {
-		cgk_fail(w, "creating %s: %pe", name, new);
-		new = NULL;
-	}
-	mutex_lock(&c->eph_lock);
-	c->cg[CS_EPHEMERAL] = new;
-	c->closing = NULL;
-	mutex_unlock(&c->eph_lock);
-	cgroup_put(target);
+	if (ret)
+		cgk_fail(w, "moving victims out of the leaf to remove: %d", ret);
 }
+
+/*
+ * Worker 0 of an rmdir case removes the ephemeral leaf while migrations
+ * target it and sets on it are still referenced (by children that exited
+ * but are not freed yet, and by get/put workers): cgk_tree_rmdir_step().
+ * While patient it naps after -EBUSY; then it moves the victims out.
+ */
+static const struct cgk_tree_rmdir cs_rmdir = {
+	.patience	= CS_RMDIR_PATIENCE,
+	.busy_nap_us	= CS_RMDIR_NAP_US,
+	.evict		= cs_evict_step,
+};
 
 static void cs_step(struct cgk_worker *w)
 {
@@ -574,7 +492,7 @@ static void cs_step(struct cgk_worker *w)
 		cs_getput_step(w);
 		break;
 	case CS_RMDIR:
-		cs_rmdir_step(w);
+		cgk_tree_rmdir_step(w, &c->tree, &cs_rmdir);
 		break;
 	default:
 		cs_migrate_step(w);
@@ -587,31 +505,6 @@ static const struct cgk_gang_ops cs_gang_ops = {
 };
 
 /* ---- fixture ------------------------------------------------------------ */
-
-static bool cs_removed(void *arg)
-{
-	struct cs_case *c = arg;
-	int i, busy = 0;
-
-	if (c->closing) {
-		if (cgroup_destroy_for_test(c->closing) == -EBUSY)
-			return false;
-		cgroup_put(c->closing);
-		c->closing = NULL;
-	}
-
-	for (i = CS_EPHEMERAL; i >= 0; i--) {
-		if (!c->cg[i])
-			continue;
-		if (cgroup_destroy_for_test(c->cg[i]) == -EBUSY) {
-			busy++;
-			continue;
-		}
-		cgroup_put(c->cg[i]);
-		c->cg[i] = NULL;
-	}
-	return !busy;
-}
 
 static int cs_write_control(struct cgroup *cgrp, char sign, unsigned int k)
 {
@@ -645,11 +538,7 @@ static void cs_teardown(void *arg)
 
 	cs_put_slots(c);
 	cgk_herd_stop(c->herd, CS_SETTLE_TIMEOUT_MS);
-	/* Exited victims leave their cgroups once their tasks are released. */
-	if (!cgk_wait_for(cs_removed, c, CS_SETTLE_TIMEOUT_MS))
-		KUNIT_FAIL(c->test, "test cgroups still busy %d ms after the victims exited",
-			   CS_SETTLE_TIMEOUT_MS);
-	else
+	if (cgk_tree_remove(c->test, &c->tree, CS_SETTLE_TIMEOUT_MS))
 		cs_restore_root(c);
 }
 
@@ -695,14 +584,14 @@ static void cs_enable_controllers(struct cs_case *c)
 	for (i = 0; i < c->nr_ctrl; i++) {
 		unsigned int k = c->avail[i];
 
-		KUNIT_ASSERT_EQ_MSG(test, cs_write_control(c->cg[0], '+', k), 0,
+		KUNIT_ASSERT_EQ_MSG(test, cs_write_control(c->tree.cg[0], '+', k), 0,
 				    "enabling %s on top", cs_controllers[k].name);
-		KUNIT_ASSERT_EQ_MSG(test, cs_write_control(c->cg[1], '+', k), 0,
+		KUNIT_ASSERT_EQ_MSG(test, cs_write_control(c->tree.cg[1], '+', k), 0,
 				    "enabling %s on a0", cs_controllers[k].name);
 		c->ctrl_on[1] |= BIT(k);
 		if (i)
 			continue;
-		KUNIT_ASSERT_EQ_MSG(test, cs_write_control(c->cg[2], '+', k), 0,
+		KUNIT_ASSERT_EQ_MSG(test, cs_write_control(c->tree.cg[2], '+', k), 0,
 				    "enabling %s on a1", cs_controllers[k].name);
 		c->ctrl_on[2] |= BIT(k);
 	}
@@ -711,8 +600,9 @@ static void cs_enable_controllers(struct cs_case *c)
 static struct cs_case *cs_setup(struct kunit *test, unsigned long flags,
 				const char *roles, unsigned int nr_victims)
 {
-	char buf[CGK_FAILURE_LEN];
+	struct css_set_check_for_test res;
 	struct cs_case *c;
+	char buf[CGK_FAILURE_LEN];
 	unsigned int i;
 
 	c = kunit_kzalloc(test, sizeof(*c), GFP_KERNEL);
@@ -720,7 +610,6 @@ static struct cs_case *cs_setup(struct kunit *test, unsigned long flags,
 	c->test = test;
 	c->flags = flags;
 	c->roles = roles;
-	mutex_init(&c->eph_lock);
 	mutex_init(&c->ctrl_lock);
 	for (i = 0; i < CS_NR_SLOTS; i++)
 		spin_lock_init(&c->slots[i].lock);
@@ -728,30 +617,15 @@ static struct cs_case *cs_setup(struct kunit *test, unsigned long flags,
 	c->herd = cgk_herd_alloc(test, nr_victims, (flags & CS_FORK) ? CGK_VICTIM_FORK : 0);
 	KUNIT_ASSERT_NOT_NULL(test, c->herd);
 
-	KUNIT_ASSERT_EQ_MSG(test, cgroup_check_css_sets_for_test(&c->base, buf, sizeof(buf)),
+	KUNIT_ASSERT_EQ_MSG(test, cgroup_check_css_sets_for_test(&res, buf, sizeof(buf)),
 			    0, "css_set accounting broken before the case: %s", buf);
-	c->base_nr_cgrps = atomic_read(&cgrp_dfl_root.nr_cgrps);
+	c->base_hashed = res.nr_hashed;
+	cgk_baseline_take(&c->base);
 	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, cs_teardown, c));
 
 	cs_enable_root_controllers(c);
-	for (i = 0; i < CS_NR_CGROUPS; i++) {
-		struct cgroup *parent = cs_parent[i] < 0 ? &cgrp_dfl_root.cgrp :
-							     c->cg[cs_parent[i]];
-		char name[32];
-
-		/* The top gets a unique name: a failed case may leave one. */
-		if (i)
-			strscpy(name, cs_name[i]);
-		else
-			snprintf(name, sizeof(name), "cgk-cset-%d", test->param_index);
-		c->cg[i] = cgroup_create_for_test(parent, name);
-		KUNIT_ASSERT_NOT_ERR_OR_NULL_MSG(test, c->cg[i], "creating %s", name);
-	}
+	cgk_tree_create(test, &c->tree, "cset", roles[0] == 'X');
 	cs_enable_controllers(c);
-	if (roles[0] == 'X') {
-		c->cg[CS_EPHEMERAL] = cgroup_create_for_test(c->cg[0], "eph0");
-		KUNIT_ASSERT_NOT_ERR_OR_NULL(test, c->cg[CS_EPHEMERAL]);
-	}
 
 	for (i = 0; i < nr_victims; i++) {
 		int dst = cs_target[i % CS_NR_TARGETS];
@@ -759,20 +633,13 @@ static struct cs_case *cs_setup(struct kunit *test, unsigned long flags,
 
 		task = cgk_herd_start(c->herd, i, "cgk-cset");
 		KUNIT_ASSERT_NOT_ERR_OR_NULL(test, task);
-		KUNIT_ASSERT_EQ_MSG(test, 0, cgroup_procs_write_for_test(c->cg[dst], task),
-				    "moving victim %u into %s", i, cs_name[dst]);
+		KUNIT_ASSERT_EQ_MSG(test, 0, cgroup_procs_write_for_test(c->tree.cg[dst], task),
+				    "moving victim %u into %s", i, cgk_tree_name(dst));
 	}
 	return c;
 }
 
 /* ---- checks ------------------------------------------------------------- */
-
-static bool cs_leaf_removed(void *arg)
-{
-	struct cgroup *leaf = arg;
-
-	return cgroup_destroy_for_test(leaf) != -EBUSY;
-}
 
 /*
  * How the rmdir worker's race went depends on the machine, so check its
@@ -786,7 +653,7 @@ static void cs_check_rmdir_last_put(struct cs_case *c)
 	struct kunit *test = c->test;
 	struct cgroup *cgrps[CS_MAX_LINKS];
 	struct task_struct *task = c->herd->victims[0].task;
-	struct cgroup *leaf = c->closing ?: c->cg[CS_EPHEMERAL];
+	struct cgroup *leaf = cgk_tree_cg(&c->tree, CGK_TREE_EPHEMERAL);
 	struct css_set *cset;
 	int n;
 
@@ -799,9 +666,7 @@ static void cs_check_rmdir_last_put(struct cs_case *c)
 	KUNIT_EXPECT_EQ(test, 0, cs_evict(c, leaf));
 
 	/* Children born in the leaf may still be exiting. */
-	if (!cgk_wait_for(cs_leaf_removed, leaf, CS_SETTLE_TIMEOUT_MS))
-		KUNIT_FAIL(test, "the emptied leaf was still busy after %d ms",
-			   CS_SETTLE_TIMEOUT_MS);
+	cgk_leaf_remove(test, leaf, CS_SETTLE_TIMEOUT_MS);
 	KUNIT_EXPECT_TRUE(test, cgroup_is_dead(leaf));
 
 	n = cgroup_css_set_cgroups_for_test(cset, cgrps, CS_MAX_LINKS);
@@ -818,14 +683,6 @@ static void cs_check_accounting(struct cs_case *c, const char *when)
 
 	KUNIT_EXPECT_EQ_MSG(c->test, cgroup_check_css_sets_for_test(&res, buf, sizeof(buf)),
 			    0, "css_set accounting %s: %s", when, buf);
-}
-
-static bool cs_settled(void *arg)
-{
-	struct cs_case *c = arg;
-
-	return cgroup_nr_css_sets_for_test() == c->base.nr_css_sets &&
-	       atomic_read(&cgrp_dfl_root.nr_cgrps) == c->base_nr_cgrps;
 }
 
 /* ---- the cases ---------------------------------------------------------- */
@@ -851,8 +708,8 @@ static void cs_run(struct kunit *test, unsigned long flags, const char *roles)
 	forks = cgk_herd_forks(c->herd);
 	kunit_info(test, "%ld migrations (%ld -ENODEV), %ld controller toggles, %ld rmdirs (%ld -EBUSY), %lu forks\n",
 		   atomic_long_read(&c->migrated), atomic_long_read(&c->enodev),
-		   atomic_long_read(&c->toggles), atomic_long_read(&c->rmdirs),
-		   atomic_long_read(&c->ebusy), forks);
+		   atomic_long_read(&c->toggles), atomic_long_read(&c->tree.rmdirs),
+		   atomic_long_read(&c->tree.ebusy), forks);
 	kunit_info(test, "%ld RCU reads (%ld of a set released meanwhile), %ld gets, %ld puts, %ld accounting checks\n",
 		   atomic_long_read(&c->reads), atomic_long_read(&c->released),
 		   atomic_long_read(&c->gets), atomic_long_read(&c->puts),
@@ -876,17 +733,12 @@ static void cs_run(struct kunit *test, unsigned long flags, const char *roles)
 		cs_check_rmdir_last_put(c);
 
 	kunit_release_action(test, cs_teardown, c);
-	if (!cgk_wait_for(cs_settled, c, CS_SETTLE_TIMEOUT_MS))
-		KUNIT_FAIL(test,
-			   "css_sets %u (baseline %u), cgroups %d (baseline %d) %d ms after teardown",
-			   cgroup_nr_css_sets_for_test(), c->base.nr_css_sets,
-			   atomic_read(&cgrp_dfl_root.nr_cgrps), c->base_nr_cgrps,
-			   CS_SETTLE_TIMEOUT_MS);
+	cgk_expect_baseline(test, &c->base, CS_SETTLE_TIMEOUT_MS);
 	if (cgroup_check_css_sets_for_test(&res, buf, sizeof(buf)))
 		KUNIT_FAIL(test, "css_set accounting after teardown: %s", buf);
-	KUNIT_EXPECT_EQ_MSG(test, res.nr_hashed, c->base.nr_hashed,
+	KUNIT_EXPECT_EQ_MSG(test, res.nr_hashed, c->base_hashed,
 			    "css_sets in the hash table %u (baseline %u)",
-			    res.nr_hashed, c->base.nr_hashed);
+			    res.nr_hashed, c->base_hashed);
 }
 
 /* Migrations create and release sets under RCU readers. */

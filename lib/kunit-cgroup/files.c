@@ -1,14 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * Test hierarchies for the cgroup_kunit suites: their interface files,
- * opened through a mount that cgroup_mount_for_test() made and written or
- * read as a shell would, their removal, and the baselines a case must get
- * back to. See harness.h.
+ * Interface files of test hierarchies for the cgroup_kunit suites, opened
+ * through a mount that cgroup_mount_for_test() made and written or read as
+ * a shell would. See harness.h.
  */
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
-#include <linux/cgroup.h>
 #include <linux/cred.h>
 #include <linux/file.h>
 #include <linux/fs.h>
@@ -117,65 +115,4 @@ ssize_t cgk_file_read(struct vfsmount *mnt, const char *path, char *buf, size_t 
 	fput(file);
 	buf[ret < 0 ? 0 : ret] = '\0';
 	return ret;
-}
-
-/**
- * cgk_cgroups_remove - remove test cgroups, children before parents
- * @cgrps: the cgroups, each parent before its children; NULL entries are
- *	   skipped, removed ones are put (cgroup_create_for_test()'s
- *	   reference) and set to NULL
- * @nr: number of entries
- *
- * Return: true once none is left; false while some still hold tasks
- * (-EBUSY), for cgk_wait_for().
- */
-bool cgk_cgroups_remove(struct cgroup **cgrps, int nr)
-{
-	int i, busy = 0;
-
-	for (i = nr - 1; i >= 0; i--) {
-		if (!cgrps[i])
-			continue;
-		if (cgroup_destroy_for_test(cgrps[i]) == -EBUSY) {
-			busy++;
-			continue;
-		}
-		cgroup_put(cgrps[i]);
-		cgrps[i] = NULL;
-	}
-	return !busy;
-}
-
-/**
- * cgk_baseline_take - count the css_sets and default-root cgroups
- * @b: where to store the counts
- */
-void cgk_baseline_take(struct cgk_baseline *b)
-{
-	b->css_sets = cgroup_nr_css_sets_for_test();
-	b->nr_cgrps = atomic_read(&cgrp_dfl_root.nr_cgrps);
-}
-
-static bool cgk_baseline_back(void *arg)
-{
-	const struct cgk_baseline *b = arg;
-
-	return cgroup_nr_css_sets_for_test() == b->css_sets &&
-	       atomic_read(&cgrp_dfl_root.nr_cgrps) == b->nr_cgrps;
-}
-
-/**
- * cgk_expect_baseline - fail @test unless the counts get back to @b
- * @test: the case
- * @b: what cgk_baseline_take() counted before the case
- * @timeout_ms: how long exiting tasks and removed cgroups may take (RCU)
- */
-void cgk_expect_baseline(struct kunit *test, const struct cgk_baseline *b,
-			 unsigned int timeout_ms)
-{
-	if (!cgk_wait_for(cgk_baseline_back, (void *)b, timeout_ms))
-		KUNIT_FAIL(test,
-			   "css_sets %u (baseline %u), cgroups %d (baseline %d) %u ms after teardown",
-			   cgroup_nr_css_sets_for_test(), b->css_sets,
-			   atomic_read(&cgrp_dfl_root.nr_cgrps), b->nr_cgrps, timeout_ms);
 }

@@ -53,7 +53,9 @@
 #include <linux/mount.h>
 #include <linux/mutex.h>
 #include <linux/rwsem.h>
+#include <linux/sched/debug.h>
 #include <linux/sched/signal.h>
+#include <linux/sched/task.h>
 
 #include "harness.h"
 
@@ -226,6 +228,34 @@ static const char *fk_check_states(struct fk_case *c, unsigned int *victim)
 	return NULL;
 }
 
+/*
+ * A task that did not reach the state it must within FK_STATE_TIMEOUT_MS:
+ * say what it was doing, and print its stack, for the failure to be
+ * understood from the console alone.
+ */
+static void fk_describe(struct task_struct *task, char *buf, size_t len)
+{
+	snprintf(buf, len, "state %#x, jobctl %#lx, %sfrozen, %s",
+		 READ_ONCE(task->__state), READ_ONCE(task->jobctl),
+		 fk_task_frozen(task) ? "" : "not ",
+		 READ_ONCE(task->exit_state) ? "exited" : "alive");
+	sched_show_task(task);
+}
+
+/* A live task in @cgrp, with a reference, or NULL. */
+static struct task_struct *fk_any_task(struct cgroup *cgrp)
+{
+	struct task_struct *task;
+	struct css_task_iter it;
+
+	css_task_iter_start(&cgrp->self, 0, &it);
+	task = css_task_iter_next(&it);
+	if (task)
+		get_task_struct(task);
+	css_task_iter_end(&it);
+	return task;
+}
+
 /* ---- the operations ----------------------------------------------------- */
 
 static void fk_move_step(struct cgk_worker *w)
@@ -288,6 +318,7 @@ static void fk_freeze_step(struct cgk_worker *w)
 {
 	struct fk_case *c = w->gang->data;
 	int i = cgk_rand(w, FK_NR_CGROUPS);
+	char why[CGK_FAILURE_LEN / 2];
 	const char *bad;
 	unsigned int victim = 0;
 	int ret;
@@ -305,11 +336,14 @@ static void fk_freeze_step(struct cgk_worker *w)
 		cgk_fail(w, "after %s %s: %s does not report what it must",
 			 c->freeze[i] ? "freezing" : "thawing", fk_name[i],
 			 fk_cgroup_mismatch(c) ?: "a cgroup");
-	else if (bad)
-		cgk_fail(w, "after %s %s: victim %u in %s is not %s",
+	else if (bad) {
+		fk_describe(c->victims[victim].cv->task, why, sizeof(why));
+		cgk_fail(w, "after %s %s: victim %u in %s is not %s: %s",
 			 c->freeze[i] ? "freezing" : "thawing", fk_name[i], victim,
 			 fk_name[c->victims[victim].cg],
-			 fk_e_freeze(c, c->victims[victim].cg) ? "frozen" : "running");
+			 fk_e_freeze(c, c->victims[victim].cg) ? "frozen" : "running",
+			 why);
+	}
 out:
 	up_write(&c->state);
 }
@@ -339,6 +373,7 @@ static void fk_kill_step(struct cgk_worker *w)
 	struct fk_case *c = w->gang->data;
 	/* The top (everything) one time in eight. */
 	struct fk_kill k = { .c = c, .top = cgk_rand(w, 8) ? 1 + cgk_rand(w, 3) : 0 };
+	char why[CGK_FAILURE_LEN / 2];
 	struct task_struct *task;
 	unsigned int i, nr = 0;
 	int ret;
@@ -351,9 +386,20 @@ static void fk_kill_step(struct cgk_worker *w)
 	}
 	atomic_long_inc(&c->kills);
 	if (!cgk_wait_for(fk_kill_done, &k, FK_STATE_TIMEOUT_MS)) {
-		cgk_fail(w, "after killing %s: %s", fk_name[k.top],
+		task = fk_any_task(c->cg[k.top]);
+		for (i = 0; !task && i < c->nr_victims; i++) {
+			if (fk_in_subtree(c->victims[i].cg, k.top) &&
+			    !cgk_victim_dead(c->victims[i].cv))
+				task = get_task_struct(c->victims[i].cv->task);
+		}
+		strscpy(why, "none found now");
+		if (task) {
+			fk_describe(task, why, sizeof(why));
+			put_task_struct(task);
+		}
+		cgk_fail(w, "after killing %s: %s (one: %s)", fk_name[k.top],
 			 fk_populated(c->cg[k.top]) ?
-			 "tasks are left in it" : "a victim in it lives");
+			 "tasks are left in it" : "a victim in it lives", why);
 		goto out;
 	}
 	for (i = 0; i < c->nr_victims; i++) {

@@ -12,9 +12,11 @@
  * cgroups while they fork children and add threads that soon exit
  * (victims.c, built with the cgroup test helpers of the series).
  *
- * The oracle watches the console while a case runs and turns any lockdep,
- * KCSAN, KASAN, refcount_t, WARNING or BUG report into a failure of that
- * case, quoting the report's title. It is armed by cgk_case_init()
+ * The oracle watches the console while a case runs and turns any report
+ * whose title report_titles.h lists (lockdep, KCSAN, KASAN, refcount_t,
+ * WARNING, BUG, Oops, UBSAN, hung task, RCU stall, lockup, panic) into a
+ * failure of that case, quoting the report's title. The driver classifies
+ * the console with the same table. It is armed by cgk_case_init()
  * and checked by cgk_case_exit(), which every suite uses as its
  * .init and .exit.
  */
@@ -25,6 +27,7 @@
 #include <linux/atomic.h>
 #include <linux/bits.h>
 #include <linux/completion.h>
+#include <linux/mutex.h>
 #include <linux/prandom.h>
 #include <linux/signal.h>
 #include <linux/types.h>
@@ -157,6 +160,22 @@ static inline u32 cgk_rand(struct cgk_worker *w, u32 n)
 
 void cgk_atomic_long_max(atomic_long_t *max, long val);
 
+/*
+ * CPUs under a gang's feet (cpus.c): a shuffler moving its workers between
+ * online CPUs, and CPU hotplug racing them, where the kernel has it.
+ */
+#define CGK_CPU_SHUFFLE		BIT(0)
+#define CGK_CPU_HOTPLUG		BIT(1)
+
+struct cgk_cpus;
+
+bool cgk_cpus_hotplug_possible(void);
+struct cgk_cpus *cgk_cpus_disturb(struct cgk_gang *gang, unsigned int flags);
+void cgk_cpus_stop(struct cgk_cpus *d);
+bool cgk_cpus_hotplugging(const struct cgk_cpus *d);
+int cgk_cpus_leave_offline(struct cgk_cpus *d, int (*fn)(void *arg), void *arg);
+void cgk_cpus_finish(struct cgk_cpus *d);
+
 /* Parameters: thread counts. */
 const void *cgk_threads_gen(struct kunit *test, const void *prev, char *desc);
 unsigned int cgk_param_threads(struct kunit *test);
@@ -172,8 +191,8 @@ unsigned int cgk_oracle_take(const char **kind, char *title, size_t len);
 bool cgk_wait_for(bool (*cond)(void *arg), void *arg, unsigned int timeout_ms);
 
 /*
- * Test hierarchies (files.c): cgroup files opened through a mount of their
- * hierarchy (what a shell's echo and cat do to them), removal, baselines.
+ * Cgroup files (files.c): opened through a mount of their hierarchy, what a
+ * shell's echo and cat do to them.
  */
 struct vfsmount;
 struct file;
@@ -185,6 +204,14 @@ int cgk_file_write(struct file *file, const char *text);
 int cgk_file_write_pid(struct file *file, struct task_struct *task, bool tgid);
 ssize_t cgk_file_read(struct vfsmount *mnt, const char *path, char *buf, size_t size);
 
+/*
+ * Test hierarchies (hierarchy.c, built with the cgroup test helpers of the
+ * series): removal of test cgroups, the baselines a case must get back to,
+ * and the tree the migrate and css_set suites share: top (named after the
+ * suite), a0..a2 in it, three leaves b<i>0..b<i>2 in each a<i>, and a leaf
+ * in top that one worker keeps removing and re-creating while the others
+ * migrate into it (the ephemeral leaf).
+ */
 struct cgroup;
 
 /* What a case must leave as it found: css_sets, cgroups on the default root. */
@@ -197,6 +224,60 @@ bool cgk_cgroups_remove(struct cgroup **cgrps, int nr);
 void cgk_baseline_take(struct cgk_baseline *b);
 void cgk_expect_baseline(struct kunit *test, const struct cgk_baseline *b,
 			 unsigned int timeout_ms);
+struct cgroup *cgk_where(struct task_struct *task);
+bool cgk_leaf_remove(struct kunit *test, struct cgroup *leaf,
+		     unsigned int timeout_ms);
+
+#define CGK_TREE_NR		13		/* top, a0..a2, b00..b22 */
+#define CGK_TREE_EPHEMERAL	CGK_TREE_NR	/* index of the leaf rmdir races */
+
+/**
+ * struct cgk_tree - the test hierarchy of the migrate and css_set suites
+ * @cg: the cgroups by index, each parent before its children (0 is top,
+ *	1..3 are a0..a2, 4..12 are b00..b22), then the published ephemeral
+ *	leaf (NULL while there is none); each holds the reference
+ *	cgroup_create_for_test() returned
+ * @eph_lock: guards @cg[CGK_TREE_EPHEMERAL] and @closing
+ * @closing: the leaf the rmdir worker is emptying, no longer published
+ * @busy_tries: -EBUSY in a row; owned by the rmdir worker
+ * @eph_gen: ephemeral leaves created so far; owned by the rmdir worker
+ * @rmdirs: ephemeral leaves removed
+ * @ebusy: removals of the ephemeral leaf that failed with -EBUSY
+ */
+struct cgk_tree {
+	struct cgroup *cg[CGK_TREE_NR + 1];
+	struct mutex eph_lock;		/* guards the ephemeral leaf */
+	struct cgroup *closing;
+	unsigned int busy_tries;
+	unsigned int eph_gen;
+	atomic_long_t rmdirs;
+	atomic_long_t ebusy;
+};
+
+/**
+ * struct cgk_tree_rmdir - how the rmdir worker treats a leaf that stays busy
+ * @patience: -EBUSY in a row before it closes the leaf and evicts
+ * @busy_nap_us: if not 0, how long it sleeps (up to twice that) after an
+ *		 -EBUSY while still patient
+ * @evict: move the victims out of the closing leaf; reports its failures
+ *	   with cgk_fail()
+ */
+struct cgk_tree_rmdir {
+	unsigned int patience;
+	unsigned int busy_nap_us;
+	void (*evict)(struct cgk_worker *w, struct cgroup *cgrp);
+};
+
+void cgk_tree_create(struct kunit *test, struct cgk_tree *tree,
+		     const char *suite, bool ephemeral);
+const char *cgk_tree_name(int i);
+struct cgroup *cgk_tree_cg(struct cgk_tree *tree, int i);
+struct cgroup *cgk_tree_get_ephemeral(struct cgk_tree *tree);
+void cgk_tree_rmdir_step(struct cgk_worker *w, struct cgk_tree *tree,
+			 const struct cgk_tree_rmdir *how);
+bool cgk_tree_removed(void *arg);
+bool cgk_tree_remove(struct kunit *test, struct cgk_tree *tree,
+		     unsigned int timeout_ms);
 
 /*
  * Victims (victims.c): kthreads that workers move between cgroups. Each is

@@ -44,7 +44,6 @@
  */
 
 #include <linux/cgroup.h>
-#include <linux/delay.h>
 #include <linux/mutex.h>
 #include <linux/notifier.h>
 #include <linux/sched/signal.h>
@@ -53,8 +52,6 @@
 
 #include "harness.h"
 
-#define MG_NR_CGROUPS		13
-#define MG_EPHEMERAL		MG_NR_CGROUPS	/* index of the leaf rmdir races */
 #define MG_LAT_SAMPLES		8192
 #define MG_INJECTED		(-ECANCELED)
 #define MG_RMDIR_PATIENCE	8	/* -EBUSY in a row before evicting */
@@ -67,6 +64,7 @@ enum mg_flags {
 	MG_INJECT	= BIT(2),	/* some migrations fail at MIGRATING */
 	MG_HOT		= BIT(3),	/* two victims for the whole gang */
 	MG_THREADS	= BIT(4),	/* victims are thread groups */
+	MG_CPUS		= BIT(5),	/* workers shuffled, CPUs hotplugged */
 };
 
 /* What migrations know of a victim of the herd. */
@@ -80,50 +78,21 @@ struct mg_victim {
 struct mg_case {
 	struct kunit *test;
 	unsigned long flags;
-	struct cgroup *cg[MG_NR_CGROUPS + 1];
-	struct mutex eph_lock;		/* guards cg[MG_EPHEMERAL] */
-	struct cgroup *closing;		/* the leaf worker 0 is removing */
-	unsigned int busy_tries;
-	unsigned int eph_gen;
+	struct cgk_tree tree;		/* worker 0 removes its ephemeral leaf */
 	struct cgk_herd *herd;
 	struct mg_victim *victims;
 	unsigned int nr_victims;
 	struct notifier_block nb;
 	bool nb_registered;
-	atomic_long_t migrated, moved, injected, enodev, ebusy, rmdirs;
+	atomic_long_t migrated, moved, injected, enodev;
 	atomic_t ev_migrating, ev_migrated, ev_canceled;
 	u64 *lat_ns;
 	atomic_t nr_lat;
-	unsigned int base_css_sets;
-	int base_nr_cgrps;
+	struct cgk_baseline base;
 };
 
 /* The attach lock mode the running suite is about; see mg_run(). */
 static bool mg_expect_dynmods;
-
-static const int mg_parent[MG_NR_CGROUPS] = {
-	-1, 0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3,
-};
-
-static const char * const mg_name[MG_NR_CGROUPS] = {
-	"top", "a0", "a1", "a2", "b00", "b01", "b02", "b10", "b11", "b12",
-	"b20", "b21", "b22",
-};
-
-static const char *mg_cg_name(int i)
-{
-	return i == MG_EPHEMERAL ? "ephemeral" : mg_name[i];
-}
-
-static struct cgroup *mg_where(struct task_struct *task)
-{
-	struct cgroup *cgrp;
-
-	rcu_read_lock();
-	cgrp = task_dfl_cgroup(task);
-	rcu_read_unlock();
-	return cgrp;
-}
 
 /*
  * Whether every thread of @leader's group is in @cgrp. Skipped: threads
@@ -191,19 +160,6 @@ static int mg_notify(struct notifier_block *nb, unsigned long event, void *data)
 
 /* ---- migrators ---------------------------------------------------------- */
 
-/* A reference on the current ephemeral leaf, or NULL while there is none. */
-static struct cgroup *mg_get_ephemeral(struct mg_case *c)
-{
-	struct cgroup *cgrp;
-
-	mutex_lock(&c->eph_lock);
-	cgrp = c->cg[MG_EPHEMERAL];
-	if (cgrp)
-		cgroup_get(cgrp);
-	mutex_unlock(&c->eph_lock);
-	return cgrp;
-}
-
 static void mg_record_latency(struct mg_case *c, u64 ns)
 {
 	int i = atomic_inc_return(&c->nr_lat) - 1;
@@ -216,7 +172,7 @@ static void mg_migrate_step(struct cgk_worker *w)
 {
 	struct mg_case *c = w->gang->data;
 	struct mg_victim *v = &c->victims[cgk_rand(w, c->nr_victims)];
-	int dst = cgk_rand(w, (c->flags & MG_RMDIR) ? MG_NR_CGROUPS + 1 : MG_NR_CGROUPS);
+	int dst = cgk_rand(w, (c->flags & MG_RMDIR) ? CGK_TREE_NR + 1 : CGK_TREE_NR);
 	struct cgroup *from, *to;
 	bool inject;
 	u64 t0;
@@ -225,15 +181,15 @@ static void mg_migrate_step(struct cgk_worker *w)
 	if (!mutex_trylock(&v->lock))
 		return;
 
-	if (dst == MG_EPHEMERAL) {
-		to = mg_get_ephemeral(c);
+	if (dst == CGK_TREE_EPHEMERAL) {
+		to = cgk_tree_get_ephemeral(&c->tree);
 		if (!to)
 			goto out_unlock;
 	} else {
-		to = c->cg[dst];
+		to = c->tree.cg[dst];
 		cgroup_get(to);
 	}
-	from = mg_where(v->cv->task);
+	from = cgk_where(v->cv->task);
 	inject = (c->flags & MG_INJECT) && from != to && !cgk_rand(w, 4);
 	WRITE_ONCE(v->fail_next, inject);
 
@@ -245,28 +201,28 @@ static void mg_migrate_step(struct cgk_worker *w)
 	if (!ret) {
 		if (inject)
 			cgk_fail(w, "injected failure ignored: victim moved to %s",
-				 mg_cg_name(dst));
-		else if (mg_where(v->cv->task) != to)
+				 cgk_tree_name(dst));
+		else if (cgk_where(v->cv->task) != to)
 			cgk_fail(w, "victim not in %s after a successful migration",
-				 mg_cg_name(dst));
+				 cgk_tree_name(dst));
 		else if (!mg_group_in(v->cv->task, to))
 			cgk_fail(w, "a thread of the group is not in %s after the group moved",
-				 mg_cg_name(dst));
+				 cgk_tree_name(dst));
 		else if (cgroup_is_dead(to))
 			cgk_fail(w, "victim migrated into %s, which is dead",
-				 mg_cg_name(dst));
+				 cgk_tree_name(dst));
 		v->cg = dst;
 		atomic_long_inc(&c->migrated);
 		if (from != to)
 			atomic_long_inc(&c->moved);
 	} else if ((ret == MG_INJECTED && inject) ||
-		   (ret == -ENODEV && dst == MG_EPHEMERAL)) {
+		   (ret == -ENODEV && dst == CGK_TREE_EPHEMERAL)) {
 		atomic_long_inc(ret == -ENODEV ? &c->enodev : &c->injected);
-		if (mg_where(v->cv->task) != from)
+		if (cgk_where(v->cv->task) != from)
 			cgk_fail(w, "failed migration to %s (%d) moved the victim",
-				 mg_cg_name(dst), ret);
+				 cgk_tree_name(dst), ret);
 	} else {
-		cgk_fail(w, "migration to %s failed: %d", mg_cg_name(dst), ret);
+		cgk_fail(w, "migration to %s failed: %d", cgk_tree_name(dst), ret);
 	}
 	cgroup_put(to);
 out_unlock:
@@ -285,8 +241,8 @@ static void mg_evict(struct cgk_worker *w, struct cgroup *cgrp)
 
 		if (!mutex_trylock(&v->lock))
 			continue;
-		if (v->cg == MG_EPHEMERAL && mg_where(v->cv->task) == cgrp) {
-			ret = cgroup_procs_write_for_test(c->cg[0], v->cv->task);
+		if (v->cg == CGK_TREE_EPHEMERAL && cgk_where(v->cv->task) == cgrp) {
+			ret = cgroup_procs_write_for_test(c->tree.cg[0], v->cv->task);
 			if (ret) {
 				cgk_fail(w, "moving victim %u out of the leaf to remove: %d",
 					 i, ret);
@@ -301,65 +257,21 @@ static void mg_evict(struct cgk_worker *w, struct cgroup *cgrp)
 }
 
 /*
- * Worker 0 of an MG_RMDIR case: remove the ephemeral leaf while migrations
- * target it, keep it published a little once removed (migrations into it
- * must now fail with -ENODEV), then publish a new one. After repeated
- * -EBUSY, close it to new migrations and move the victims out.
+ * Worker 0 of an MG_RMDIR case removes the ephemeral leaf while migrations
+ * target it (cgk_tree_rmdir_step()); after repeated -EBUSY it moves the
+ * victims out.
  */
-static void mg_rmdir_step(struct cgk_worker *w)
-{
-	struct mg_case *c = w->gang->data;
-	struct cgroup *target, *new;
-	char name[24];
-	int ret;
-
-	mutex_lock(&c->eph_lock);
-	target = c->closing ?: c->cg[MG_EPHEMERAL];
-	mutex_unlock(&c->eph_lock);
-	if (!target)
-		return;
-
-	ret = cgroup_destroy_for_test(target);
-	if (ret == -EBUSY) {
-		atomic_long_inc(&c->ebusy);
-		if (++c->busy_tries < MG_RMDIR_PATIENCE)
-			return;
-		if (!c->closing) {
-			mutex_lock(&c->eph_lock);
-			c->closing = target;
-			c->cg[MG_EPHEMERAL] = NULL;
-			mutex_unlock(&c->eph_lock);
-		}
-		mg_evict(w, target);
-		return;
-	}
-	if (ret) {
-		cgk_fail(w, "removing the ephemeral leaf: %d", ret);
-		return;
-	}
-	atomic_long_inc(&c->rmdirs);
-	c->busy_tries = 0;
-	usleep_range(200, 400);
-
-	snprintf(name, sizeof(name), "eph%u", ++c->eph_gen);
-	new = cgroup_create_for_test(c->cg[0], name);
-	if (IS_ERR(new)) {
-		cgk_fail(w, "creating %s: %pe", name, new);
-		new = NULL;
-	}
-	mutex_lock(&c->eph_lock);
-	c->cg[MG_EPHEMERAL] = new;
-	c->closing = NULL;
-	mutex_unlock(&c->eph_lock);
-	cgroup_put(target);
-}
+static const struct cgk_tree_rmdir mg_rmdir = {
+	.patience	= MG_RMDIR_PATIENCE,
+	.evict		= mg_evict,
+};
 
 static void mg_step(struct cgk_worker *w)
 {
 	struct mg_case *c = w->gang->data;
 
 	if ((c->flags & MG_RMDIR) && w->index == 0)
-		mg_rmdir_step(w);
+		cgk_tree_rmdir_step(w, &c->tree, &mg_rmdir);
 	else
 		mg_migrate_step(w);
 }
@@ -369,31 +281,6 @@ static const struct cgk_gang_ops mg_gang_ops = {
 };
 
 /* ---- fixture ------------------------------------------------------------ */
-
-static bool mg_removed(void *arg)
-{
-	struct mg_case *c = arg;
-	int i, busy = 0;
-
-	if (c->closing) {
-		if (cgroup_destroy_for_test(c->closing) == -EBUSY)
-			return false;
-		cgroup_put(c->closing);
-		c->closing = NULL;
-	}
-
-	for (i = MG_EPHEMERAL; i >= 0; i--) {
-		if (!c->cg[i])
-			continue;
-		if (cgroup_destroy_for_test(c->cg[i]) == -EBUSY) {
-			busy++;
-			continue;
-		}
-		cgroup_put(c->cg[i]);
-		c->cg[i] = NULL;
-	}
-	return !busy;
-}
 
 /* Cleanup action: stop everything, remove the hierarchy, whatever failed. */
 static void mg_teardown(void *arg)
@@ -405,10 +292,7 @@ static void mg_teardown(void *arg)
 		c->nb_registered = false;
 	}
 	cgk_herd_stop(c->herd, MG_SETTLE_TIMEOUT_MS);
-	/* Exited victims leave their cgroups once their tasks are released. */
-	if (!cgk_wait_for(mg_removed, c, MG_SETTLE_TIMEOUT_MS))
-		KUNIT_FAIL(c->test, "test cgroups still busy %d ms after the victims exited",
-			   MG_SETTLE_TIMEOUT_MS);
+	cgk_tree_remove(c->test, &c->tree, MG_SETTLE_TIMEOUT_MS);
 }
 
 static struct mg_case *mg_setup(struct kunit *test, unsigned long flags,
@@ -421,7 +305,6 @@ static struct mg_case *mg_setup(struct kunit *test, unsigned long flags,
 	KUNIT_ASSERT_NOT_NULL(test, c);
 	c->test = test;
 	c->flags = flags;
-	mutex_init(&c->eph_lock);
 	c->lat_ns = kunit_kcalloc(test, MG_LAT_SAMPLES, sizeof(*c->lat_ns), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, c->lat_ns);
 	c->victims = kunit_kcalloc(test, nr_victims, sizeof(*c->victims), GFP_KERNEL);
@@ -431,27 +314,9 @@ static struct mg_case *mg_setup(struct kunit *test, unsigned long flags,
 				 ((flags & MG_THREADS) ? CGK_VICTIM_THREADS : 0));
 	KUNIT_ASSERT_NOT_NULL(test, c->herd);
 
-	c->base_css_sets = cgroup_nr_css_sets_for_test();
-	c->base_nr_cgrps = atomic_read(&cgrp_dfl_root.nr_cgrps);
+	cgk_baseline_take(&c->base);
 	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, mg_teardown, c));
-
-	for (i = 0; i < MG_NR_CGROUPS; i++) {
-		struct cgroup *parent = mg_parent[i] < 0 ? &cgrp_dfl_root.cgrp :
-							     c->cg[mg_parent[i]];
-		char name[32];
-
-		/* The top gets a unique name: a failed case may leave one. */
-		if (i)
-			strscpy(name, mg_name[i]);
-		else
-			snprintf(name, sizeof(name), "cgk-migrate-%d", test->param_index);
-		c->cg[i] = cgroup_create_for_test(parent, name);
-		KUNIT_ASSERT_NOT_ERR_OR_NULL_MSG(test, c->cg[i], "creating %s", name);
-	}
-	if (flags & MG_RMDIR) {
-		c->cg[MG_EPHEMERAL] = cgroup_create_for_test(c->cg[0], "eph0");
-		KUNIT_ASSERT_NOT_ERR_OR_NULL(test, c->cg[MG_EPHEMERAL]);
-	}
+	cgk_tree_create(test, &c->tree, "migrate", flags & MG_RMDIR);
 
 	c->nr_victims = nr_victims;
 	for (i = 0; i < nr_victims; i++) {
@@ -462,7 +327,7 @@ static struct mg_case *mg_setup(struct kunit *test, unsigned long flags,
 		mutex_init(&v->lock);
 		task = cgk_herd_start(c->herd, i, "cgk-victim");
 		KUNIT_ASSERT_NOT_ERR_OR_NULL(test, task);
-		KUNIT_ASSERT_EQ_MSG(test, 0, cgroup_procs_write_for_test(c->cg[0], task),
+		KUNIT_ASSERT_EQ_MSG(test, 0, cgroup_procs_write_for_test(c->tree.cg[0], task),
 				    "moving victim %u into the test hierarchy", i);
 	}
 
@@ -480,9 +345,7 @@ static struct mg_case *mg_setup(struct kunit *test, unsigned long flags,
 /* The cgroup a bookkeeping index stands for: the leaf may be closing. */
 static struct cgroup *mg_cg(struct mg_case *c, int i)
 {
-	if (i == MG_EPHEMERAL && !c->cg[i])
-		return c->closing;
-	return c->cg[i];
+	return cgk_tree_cg(&c->tree, i);
 }
 
 static void mg_check_membership(struct mg_case *c)
@@ -492,17 +355,17 @@ static void mg_check_membership(struct mg_case *c)
 	int cg;
 
 	for (i = 0; i < c->nr_victims; i++) {
-		KUNIT_EXPECT_PTR_EQ_MSG(test, mg_where(c->victims[i].cv->task),
+		KUNIT_EXPECT_PTR_EQ_MSG(test, cgk_where(c->victims[i].cv->task),
 					mg_cg(c, c->victims[i].cg),
 					"victim %u is not in %s, where the migrations put it",
-					i, mg_cg_name(c->victims[i].cg));
+					i, cgk_tree_name(c->victims[i].cg));
 		KUNIT_EXPECT_TRUE_MSG(test, mg_group_in(c->victims[i].cv->task,
 							mg_cg(c, c->victims[i].cg)),
 				      "a thread of victim %u is not in %s with its group",
-				      i, mg_cg_name(c->victims[i].cg));
+				      i, cgk_tree_name(c->victims[i].cg));
 	}
 
-	for (cg = 0; cg <= MG_EPHEMERAL; cg++) {
+	for (cg = 0; cg <= CGK_TREE_EPHEMERAL; cg++) {
 		struct css_task_iter it;
 		struct task_struct *task;
 		unsigned int expected = 0, found = 0;
@@ -521,15 +384,8 @@ static void mg_check_membership(struct mg_case *c)
 			expected += c->victims[i].cg == cg;
 		KUNIT_EXPECT_EQ_MSG(test, found, expected,
 				    "%s: task iterator and bookkeeping disagree",
-				    mg_cg_name(cg));
+				    cgk_tree_name(cg));
 	}
-}
-
-static bool mg_leaf_removed(void *arg)
-{
-	struct mg_case *c = arg;
-
-	return cgroup_destroy_for_test(mg_cg(c, MG_EPHEMERAL)) != -EBUSY;
 }
 
 /*
@@ -541,7 +397,7 @@ static bool mg_leaf_removed(void *arg)
 static void mg_check_rmdir(struct mg_case *c)
 {
 	struct kunit *test = c->test;
-	struct cgroup *leaf = mg_cg(c, MG_EPHEMERAL);
+	struct cgroup *leaf = mg_cg(c, CGK_TREE_EPHEMERAL);
 	struct mg_victim *v = &c->victims[0];
 	unsigned int i;
 
@@ -549,30 +405,27 @@ static void mg_check_rmdir(struct mg_case *c)
 		return;		/* the worker failed to make one: reported */
 
 	/* A cgroup with a task in it cannot be removed. */
-	if (v->cg != MG_EPHEMERAL) {
+	if (v->cg != CGK_TREE_EPHEMERAL) {
 		KUNIT_EXPECT_EQ(test, 0, cgroup_procs_write_for_test(leaf, v->cv->task));
-		v->cg = MG_EPHEMERAL;
+		v->cg = CGK_TREE_EPHEMERAL;
 	}
 	KUNIT_EXPECT_EQ_MSG(test, cgroup_destroy_for_test(leaf), -EBUSY,
 			    "rmdir of a cgroup with a task in it");
 
 	for (i = 0; i < c->nr_victims; i++) {
-		if (c->victims[i].cg != MG_EPHEMERAL)
+		if (c->victims[i].cg != CGK_TREE_EPHEMERAL)
 			continue;
-		KUNIT_EXPECT_EQ(test, 0, cgroup_procs_write_for_test(c->cg[0],
+		KUNIT_EXPECT_EQ(test, 0, cgroup_procs_write_for_test(c->tree.cg[0],
 								     c->victims[i].cv->task));
 		c->victims[i].cg = 0;
 	}
 	/* Children born in the leaf may still be exiting. */
-	if (!cgk_wait_for(mg_leaf_removed, c, MG_SETTLE_TIMEOUT_MS)) {
-		KUNIT_FAIL(test, "the emptied leaf was still busy after %d ms",
-			   MG_SETTLE_TIMEOUT_MS);
+	if (!cgk_leaf_remove(test, leaf, MG_SETTLE_TIMEOUT_MS))
 		return;
-	}
 	KUNIT_EXPECT_TRUE(test, cgroup_is_dead(leaf));
 	KUNIT_EXPECT_EQ_MSG(test, cgroup_procs_write_for_test(leaf, v->cv->task), -ENODEV,
 			    "migration into a removed cgroup");
-	KUNIT_EXPECT_PTR_EQ(test, mg_where(v->cv->task), mg_cg(c, v->cg));
+	KUNIT_EXPECT_PTR_EQ(test, cgk_where(v->cv->task), mg_cg(c, v->cg));
 }
 
 static int mg_cmp_u64(const void *a, const void *b)
@@ -596,20 +449,13 @@ static void mg_report_latency(struct mg_case *c)
 		   div_u64(c->lat_ns[n - 1], NSEC_PER_USEC), n);
 }
 
-static bool mg_settled(void *arg)
-{
-	struct mg_case *c = arg;
-
-	return cgroup_nr_css_sets_for_test() == c->base_css_sets &&
-	       atomic_read(&cgrp_dfl_root.nr_cgrps) == c->base_nr_cgrps;
-}
-
 /* ---- the cases ---------------------------------------------------------- */
 
 static void mg_run(struct kunit *test, unsigned long flags)
 {
 	unsigned int nr = cgk_param_threads(test);
 	unsigned long forks, thread_forks;
+	struct cgk_cpus *cpus = NULL;
 	struct cgk_gang *gang;
 	struct mg_case *c;
 
@@ -620,15 +466,22 @@ static void mg_run(struct kunit *test, unsigned long flags)
 	c = mg_setup(test, flags, (flags & MG_HOT) ? 2 : max(nr, 2U));
 	gang = cgk_gang_create(test, nr, &mg_gang_ops, c);
 	KUNIT_ASSERT_NOT_NULL(test, gang);
+	if (flags & MG_CPUS) {
+		cpus = cgk_cpus_disturb(gang, CGK_CPU_SHUFFLE |
+					(cgk_cpus_hotplug_possible() ? CGK_CPU_HOTPLUG : 0));
+		KUNIT_ASSERT_NOT_NULL(test, cpus);
+	}
 	cgk_gang_run(gang);
+	if (cpus)
+		cgk_cpus_finish(cpus);
 	cgk_gang_report(gang);
 
 	forks = cgk_herd_forks(c->herd);
 	thread_forks = cgk_herd_thread_forks(c->herd);
 	kunit_info(test, "%ld migrations, %ld injected failures, %ld -ENODEV, %ld rmdirs (%ld -EBUSY), %lu forks, %lu threads\n",
 		   atomic_long_read(&c->migrated), atomic_long_read(&c->injected),
-		   atomic_long_read(&c->enodev), atomic_long_read(&c->rmdirs),
-		   atomic_long_read(&c->ebusy), forks, thread_forks);
+		   atomic_long_read(&c->enodev), atomic_long_read(&c->tree.rmdirs),
+		   atomic_long_read(&c->tree.ebusy), forks, thread_forks);
 	mg_report_latency(c);
 
 	CGK_EXPECT_EXERCISED(test, atomic_long_read(&c->migrated), "no migration succeeded");
@@ -654,12 +507,7 @@ static void mg_run(struct kunit *test, unsigned long flags)
 		mg_check_rmdir(c);
 
 	kunit_release_action(test, mg_teardown, c);
-	if (!cgk_wait_for(mg_settled, c, MG_SETTLE_TIMEOUT_MS))
-		KUNIT_FAIL(test,
-			   "css_sets %u (baseline %u), cgroups %d (baseline %d) %d ms after teardown",
-			   cgroup_nr_css_sets_for_test(), c->base_css_sets,
-			   atomic_read(&cgrp_dfl_root.nr_cgrps), c->base_nr_cgrps,
-			   MG_SETTLE_TIMEOUT_MS);
+	cgk_expect_baseline(test, &c->base, MG_SETTLE_TIMEOUT_MS);
 }
 
 /* Sleeping victims: migrations race each other only. */
@@ -698,6 +546,16 @@ static void migrate_threadgroups(struct kunit *test)
 	mg_run(test, MG_FORK | MG_THREADS);
 }
 
+/*
+ * Workers keep being moved between CPUs and, where the kernel has CPU
+ * hotplug, CPUs go offline and come back: the attach lock takes
+ * cpus_read_lock() against the hotplug thread's cpus_write_lock().
+ */
+static void migrate_cpu_hotplug(struct kunit *test)
+{
+	mg_run(test, MG_FORK | MG_CPUS);
+}
+
 /* Everything at once. */
 static void migrate_everything(struct kunit *test)
 {
@@ -734,6 +592,7 @@ static struct kunit_case name[] = {			\
 	MG_CASE(migrate_rmdir_race),			\
 	MG_CASE(migrate_injected_failure),		\
 	MG_CASE(migrate_threadgroups),			\
+	MG_CASE(migrate_cpu_hotplug),			\
 	MG_CASE(migrate_everything),			\
 	{}						\
 }

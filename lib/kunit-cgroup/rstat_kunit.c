@@ -71,6 +71,7 @@ enum rs_flags {
 	RS_IRQ		= BIT(2),	/* irqs off, and an hrtimer charging */
 	RS_CHURN	= BIT(3),	/* worker 0 removes leaves with updates */
 	RS_ISOLATE	= BIT(4),	/* subsystem isolation steps only */
+	RS_CPUS		= BIT(5),	/* workers shuffled, CPUs hotplugged */
 };
 
 enum rs_role { RS_UPDATER, RS_FLUSHER, RS_READER, RS_CHURNER, RS_ISOLATOR };
@@ -105,8 +106,7 @@ struct rs_case {
 	bool timer_armed;
 	bool timer_stop;
 	unsigned long timer_charges;
-	unsigned int base_css_sets;
-	int base_nr_cgrps;
+	struct cgk_baseline base;
 };
 
 /* What one reader saw last of one cgroup. */
@@ -465,20 +465,12 @@ static const struct cgk_gang_ops rs_gang_ops = {
 
 /* ---- fixture ------------------------------------------------------------ */
 
-static bool rs_settled(void *arg)
-{
-	struct rs_case *c = arg;
-
-	return cgroup_nr_css_sets_for_test() == c->base_css_sets &&
-	       atomic_read(&cgrp_dfl_root.nr_cgrps) == c->base_nr_cgrps;
-}
-
 /* Only the fixed hierarchy is left: removed leaves are flushed and freed. */
 static bool rs_leaves_freed(void *arg)
 {
 	struct rs_case *c = arg;
 
-	return atomic_read(&cgrp_dfl_root.nr_cgrps) == c->base_nr_cgrps + RS_NR_NODES;
+	return atomic_read(&cgrp_dfl_root.nr_cgrps) == c->base.nr_cgrps + RS_NR_NODES;
 }
 
 /* Give back to the root what the memory stat was charged: root shows it. */
@@ -559,8 +551,7 @@ static struct rs_case *rs_setup(struct kunit *test, unsigned long flags)
 	c->test = test;
 	c->flags = flags;
 	spin_lock_init(&c->eph.lock);
-	c->base_css_sets = cgroup_nr_css_sets_for_test();
-	c->base_nr_cgrps = atomic_read(&cgrp_dfl_root.nr_cgrps);
+	cgk_baseline_take(&c->base);
 	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, rs_teardown, c));
 
 #if IS_ENABLED(CONFIG_MEMCG)
@@ -660,11 +651,29 @@ static void rs_check_totals(struct rs_case *c)
 		   want[0][RS_MEM]);
 }
 
+/*
+ * Run on a CPU about to go offline: charge the last leaf there, so that the
+ * final flush finds updates pending on an offline CPU. Workers and timer are
+ * stopped: nothing flushes the base stats before the check.
+ */
+static int rs_charge_here(void *arg)
+{
+	struct rs_case *c = arg;
+	struct rs_node *n = &c->node[RS_NR_NODES - 1];
+	unsigned long irqflags;
+
+	local_irq_save(irqflags);
+	rs_charge(c, n->cgrp, n->mem_css, RS_NR_NODES - 1, &c->timer_rnd);
+	local_irq_restore(irqflags);
+	return 0;
+}
+
 /* ---- the cases ---------------------------------------------------------- */
 
 static void rs_run(struct kunit *test, unsigned long flags)
 {
 	unsigned int i, nr = cgk_param_threads(test);
+	struct cgk_cpus *cpus = NULL;
 	struct cgk_gang *gang;
 	struct rs_case *c;
 	u64 start, elapsed_ms;
@@ -701,9 +710,17 @@ static void rs_run(struct kunit *test, unsigned long flags)
 			      HRTIMER_MODE_REL_HARD);
 	}
 
+	if (flags & RS_CPUS) {
+		cpus = cgk_cpus_disturb(gang, CGK_CPU_SHUFFLE |
+					(cgk_cpus_hotplug_possible() ? CGK_CPU_HOTPLUG : 0));
+		KUNIT_ASSERT_NOT_NULL(test, cpus);
+	}
+
 	start = ktime_get_ns();
 	cgk_gang_run(gang);
 	elapsed_ms = max_t(u64, div_u64(ktime_get_ns() - start, NSEC_PER_MSEC), 1);
+	if (cpus)
+		cgk_cpus_stop(cpus);
 	rs_timer_stop(c);
 	cgk_gang_report(gang);
 
@@ -717,22 +734,22 @@ static void rs_run(struct kunit *test, unsigned long flags)
 			   elapsed_ms,
 			   div64_u64(atomic_long_read(&c->reads) * MSEC_PER_SEC, elapsed_ms));
 
-	if (!cgk_wait_for(rs_leaves_freed, c, RS_SETTLE_TIMEOUT_MS))
+	if (!cgk_wait_for(rs_leaves_freed, c, RS_SETTLE_TIMEOUT_MS)) {
 		KUNIT_FAIL(test, "removed leaves not freed %d ms after the workers stopped",
 			   RS_SETTLE_TIMEOUT_MS);
-	else
+	} else {
+		if (cpus && cgk_cpus_hotplugging(cpus))
+			cgk_cpus_leave_offline(cpus, rs_charge_here, c);
 		rs_check_totals(c);
+	}
+	if (cpus)
+		cgk_cpus_finish(cpus);
 	if (flags & RS_CHURN)
 		CGK_EXPECT_EXERCISED(test, atomic_long_read(&c->removed),
 				     "no leaf was removed with updates pending");
 
 	kunit_release_action(test, rs_teardown, c);
-	if (!cgk_wait_for(rs_settled, c, RS_SETTLE_TIMEOUT_MS))
-		KUNIT_FAIL(test,
-			   "css_sets %u (baseline %u), cgroups %d (baseline %d) %d ms after teardown",
-			   cgroup_nr_css_sets_for_test(), c->base_css_sets,
-			   atomic_read(&cgrp_dfl_root.nr_cgrps), c->base_nr_cgrps,
-			   RS_SETTLE_TIMEOUT_MS);
+	cgk_expect_baseline(test, &c->base, RS_SETTLE_TIMEOUT_MS);
 }
 
 /* Base stats: updaters, flushers and cpu.stat readers. */
@@ -765,6 +782,18 @@ static void rstat_teardown_pending(struct kunit *test)
 	rs_run(test, RS_BASE | RS_MEMCG | RS_CHURN);
 }
 
+/*
+ * Workers keep being moved between CPUs and, where the kernel has CPU
+ * hotplug, CPUs go offline with updates pending on them and come back,
+ * while the hrtimer migrates with its CPU. At the end one CPU is left
+ * offline with a charge pending on it during the final check: a flush
+ * walks the updated tree of every possible CPU, so totals stay exact.
+ */
+static void rstat_cpu_hotplug(struct kunit *test)
+{
+	rs_run(test, RS_BASE | RS_MEMCG | RS_IRQ | RS_CPUS);
+}
+
 /* Everything at once. */
 static void rstat_everything(struct kunit *test)
 {
@@ -780,6 +809,7 @@ static struct kunit_case cgroup_rstat_cases[] = {
 	RS_CASE(rstat_irq_updates),
 	RS_CASE(rstat_subsys_isolation),
 	RS_CASE(rstat_teardown_pending),
+	RS_CASE(rstat_cpu_hotplug),
 	RS_CASE(rstat_everything),
 	{}
 };

@@ -89,8 +89,7 @@ struct rr_case {
 	/* RR_FILE: a mount of the default hierarchy, and the top's name */
 	struct vfsmount *mnt;
 	char name[32];
-	unsigned int base_css_sets;
-	int base_nr_cgrps;
+	struct cgk_baseline base;
 };
 
 /* What one reader saw last: the top, the leaves, the root (RR_FILE). */
@@ -447,20 +446,12 @@ static void rr_teardown(void *arg)
 	}
 }
 
-static bool rr_settled(void *arg)
-{
-	struct rr_case *c = arg;
-
-	return cgroup_nr_css_sets_for_test() == c->base_css_sets &&
-	       atomic_read(&cgrp_dfl_root.nr_cgrps) == c->base_nr_cgrps;
-}
-
 static bool rr_leaves_freed(void *arg)
 {
 	struct rr_case *c = arg;
 
 	return atomic_read(&cgrp_dfl_root.nr_cgrps) ==
-	       c->base_nr_cgrps + 1 + RR_NR_LEAVES;
+	       c->base.nr_cgrps + 1 + RR_NR_LEAVES;
 }
 
 static struct cgroup *rr_create(struct kunit *test, struct cgroup *parent,
@@ -484,8 +475,7 @@ static struct rr_case *rr_setup(struct kunit *test, enum rr_kind kind)
 	c->test = test;
 	c->kind = kind;
 	spin_lock_init(&c->eph.lock);
-	c->base_css_sets = cgroup_nr_css_sets_for_test();
-	c->base_nr_cgrps = atomic_read(&cgrp_dfl_root.nr_cgrps);
+	cgk_baseline_take(&c->base);
 	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, rr_teardown, c));
 
 	/* A unique name: a failed case may leave its top behind. */
@@ -572,12 +562,7 @@ static void rr_run(struct kunit *test, enum rr_kind kind)
 				     "no leaf was removed while read");
 
 	kunit_release_action(test, rr_teardown, c);
-	if (!cgk_wait_for(rr_settled, c, RR_SETTLE_TIMEOUT_MS))
-		KUNIT_FAIL(test,
-			   "css_sets %u (baseline %u), cgroups %d (baseline %d) %d ms after teardown",
-			   cgroup_nr_css_sets_for_test(), c->base_css_sets,
-			   atomic_read(&cgrp_dfl_root.nr_cgrps), c->base_nr_cgrps,
-			   RR_SETTLE_TIMEOUT_MS);
+	cgk_expect_baseline(test, &c->base, RR_SETTLE_TIMEOUT_MS);
 }
 
 /* Snapshots racing the flushes that write them: never torn. */
