@@ -294,6 +294,20 @@ def unpack(deb: Path, tarball: str, base_dir: Path, package: str, version: str,
     return BaseSource(path=final, package=package, version=version, sha256=sha256, pinned=pinned)
 
 
+def fetch_failure(update_output: str) -> str | None:
+    """What apt-get update could not fetch, from its output: it exits 0 after
+    'W: Failed to fetch <url>  <why>' or 'Err:1 <url> ... <why>' when a mirror cannot be
+    reached. None when it fetched everything."""
+    for line in update_output.splitlines():
+        line = line.strip()
+        if line.startswith(("W: Failed to fetch ", "E: Failed to fetch ")):
+            return " ".join(line.split()[4:])
+    for line in update_output.splitlines():
+        if line.startswith("Err:"):
+            return " ".join(line.split())
+    return None
+
+
 def fetch_base(repo: Path, build: Path, env: Mapping[str, str] | None = None) -> BaseSource:
     """Make <build>/base/src/<version> hold the base source; network only when needed."""
     spec = parse_base(repo / "kernel" / "BASE")
@@ -306,8 +320,11 @@ def fetch_base(repo: Path, build: Path, env: Mapping[str, str] | None = None) ->
     mirror = find_mirror(env)
     opts = apt_options(setup_apt(base_dir, mirror, spec.suite))
     say(f"apt-get update for {spec.suite} from {mirror}")
-    run_cmd(["apt-get", *opts, "update"])
+    update = run_cmd(["apt-get", *opts, "update"])
     candidate, versions = parse_policy(run_cmd(["apt-cache", *opts, "policy", spec.package]).stdout)
+    unreachable = fetch_failure(update.stdout + update.stderr)
+    if unreachable and not versions and not candidate:
+        raise DriverError(f"cannot reach the Debian mirror {mirror}: {unreachable}")
     if spec.version in versions:
         version, pinned = spec.version, True
     elif candidate:

@@ -198,7 +198,12 @@ name = os.path.basename(sys.argv[0])
 with open(os.environ["FAKE_LOG"], "a") as log:
     log.write(name + " " + " ".join(rest) + "\n")
 versions = os.environ["FAKE_VERSIONS"].split()
-if name == "apt-cache" and rest[0] == "policy" and versions:
+if name == "apt-get" and rest[0] == "update" and os.environ.get("FAKE_UNREACHABLE"):
+    # what apt-get update prints, exiting 0, when the mirror cannot be reached
+    print("Err:1 http://m/debian trixie-backports InRelease\n  Could not resolve 'm'")
+    print("W: Failed to fetch http://m/debian/dists/trixie-backports/InRelease  "
+          "Could not resolve 'm'", file=sys.stderr)
+elif name == "apt-cache" and rest[0] == "policy" and versions:
     print(rest[1] + ":\n  Installed: (none)\n  Candidate: " + versions[0] + "\n  Version table:")
     for v in versions:
         print("     " + v + " 100\n        100 http://m/debian trixie-backports/main amd64 Packages")
@@ -298,3 +303,27 @@ def test_fetch_package_missing(tmp_path: Path, fake_apt: dict[str, Path],
     with pytest.raises(DriverError) as exc:
         fetch.fetch_base(repo, tmp_path / "build")
     assert "not available from http://m/debian trixie-backports" in one_line_error(exc)
+
+
+def test_fetch_mirror_unreachable(tmp_path: Path, fake_apt: dict[str, Path],
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_VERSIONS", "")
+    monkeypatch.setenv("FAKE_UNREACHABLE", "1")
+    repo = tmp_path / "repo"
+    write_base(repo)
+    with pytest.raises(DriverError) as exc:
+        fetch.fetch_base(repo, tmp_path / "build")
+    assert one_line_error(exc) == (
+        "cannot reach the Debian mirror http://m/debian: http://m/debian/dists/"
+        "trixie-backports/InRelease Could not resolve 'm'")
+
+
+@pytest.mark.parametrize("output, want", [
+    ("Hit:1 http://deb.debian.org/debian trixie InRelease\nReading package lists...", None),
+    ("Err:1 http://x/debian trixie InRelease\n  Temporary failure resolving 'x'",
+     "Err:1 http://x/debian trixie InRelease"),
+    ("W: Failed to fetch http://x/a  Connection failed [IP: 10.0.0.1 80]\n",
+     "http://x/a Connection failed [IP: 10.0.0.1 80]"),
+])
+def test_fetch_failure_lines(output: str, want: str | None) -> None:
+    assert fetch.fetch_failure(output) == want
