@@ -57,13 +57,11 @@ struct cgk_cpus {
 	unsigned long moves, offlined, onlined, refused, kept;
 };
 
-/**
- * cgk_cpus_hotplug_possible - whether CPU hotplug can race a gang here
- *
- * Return: true when the kernel has CPU hotplug and at least one online CPU
- * other than two can be taken offline, leaving two online.
+/*
+ * Whether CPU hotplug can race a gang here: the kernel has it, and a CPU
+ * can be taken offline leaving two online.
  */
-bool cgk_cpus_hotplug_possible(void)
+static bool cgk_cpus_hotplug_possible(void)
 {
 	unsigned int cpu, candidates = 0;
 
@@ -73,12 +71,6 @@ bool cgk_cpus_hotplug_possible(void)
 		if (cpu_is_hotpluggable(cpu))
 			candidates++;
 	return candidates > 0;
-}
-
-static bool cgk_cpus_should_stop(struct cgk_cpus *d)
-{
-	return READ_ONCE(d->gang->stop) || kthread_should_stop() ||
-	       time_after(jiffies, d->gang->deadline);
 }
 
 /* Wait for the gang's barrier; false if we were stopped before it opened. */
@@ -121,7 +113,7 @@ static int cgk_shuffler_fn(void *arg)
 	prandom_seed_state(&rnd, d->gang->seed ^ 0x5bu);
 	if (!cgk_cpus_wait_go(d))
 		return 0;
-	while (!cgk_cpus_should_stop(d)) {
+	while (!cgk_gang_should_stop(d->gang)) {
 		/*
 		 * Not while a CPU goes offline, as torture.c's shuffler: a
 		 * kthread may be given a CPU that is online but dying, and
@@ -175,7 +167,7 @@ static int cgk_onoff_fn(void *arg)
 	prandom_seed_state(&rnd, d->gang->seed ^ 0x0ffu);
 	if (!cgk_cpus_wait_go(d))
 		return 0;
-	while (!cgk_cpus_should_stop(d)) {
+	while (!cgk_gang_should_stop(d->gang)) {
 		cgk_onoff_step(d, &rnd);
 		cgk_cpus_pause(&rnd, CGK_HOTPLUG_MAX_MS);
 	}
@@ -256,8 +248,8 @@ static struct task_struct *cgk_cpus_thread(struct cgk_cpus *d,
  * @flags: CGK_CPU_SHUFFLE and/or CGK_CPU_HOTPLUG
  *
  * Call between cgk_gang_create() and cgk_gang_run(); the disturbers start
- * at the gang's barrier. With CGK_CPU_HOTPLUG the caller must have checked
- * cgk_cpus_hotplug_possible(). Finish with cgk_cpus_finish() after
+ * at the gang's barrier. CGK_CPU_HOTPLUG is dropped where the kernel has no
+ * CPU hotplug or too few CPUs are online. Finish with cgk_cpus_finish() after
  * cgk_gang_run(); if the case ends earlier, KUnit stops them and brings the
  * CPUs back.
  *
@@ -283,6 +275,8 @@ struct cgk_cpus *cgk_cpus_disturb(struct cgk_gang *gang, unsigned int flags)
 		return NULL;
 	}
 	d->gang = gang;
+	if (!cgk_cpus_hotplug_possible())
+		flags &= ~CGK_CPU_HOTPLUG;
 	d->flags = flags;
 	for (i = 0; i < gang->nr; i++) {
 		if (!gang->workers[i].task)

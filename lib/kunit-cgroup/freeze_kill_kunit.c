@@ -132,16 +132,6 @@ static bool fk_in_subtree(int i, int top)
 	return false;
 }
 
-static struct cgroup *fk_where(struct task_struct *task)
-{
-	struct cgroup *cgrp;
-
-	rcu_read_lock();
-	cgrp = task_dfl_cgroup(task);
-	rcu_read_unlock();
-	return cgrp;
-}
-
 static bool fk_task_frozen(struct task_struct *task)
 {
 	/* Set under the task's siglock; peeked at and polled until it settles. */
@@ -277,7 +267,7 @@ static void fk_move_step(struct cgk_worker *w)
 	} else {
 		v->cg = dst;
 		atomic_long_inc(&c->moves);
-		if (fk_where(task) != c->cg[dst])
+		if (cgk_where(task) != c->cg[dst])
 			cgk_fail(w, "victim not in %s after a move", fk_name[dst]);
 		else if (!fk_victim_settle(c, v))
 			cgk_fail(w, "victim moved into %s (%s) is %s",

@@ -295,11 +295,22 @@ bool cgk_should_stop(struct cgk_worker *w)
 {
 	struct cgk_gang *gang = w->gang;
 
-	if (READ_ONCE(gang->stop) || kthread_should_stop())
-		return true;
-	if (time_after(jiffies, gang->deadline))
+	if (cgk_gang_should_stop(gang))
 		return true;
 	return gang->max_iterations && w->iterations >= gang->max_iterations;
+}
+
+/**
+ * cgk_gang_should_stop - whether a thread racing a gang must stop now
+ * @gang: the gang
+ *
+ * Return: true once the gang's time bound, a failure of any of its workers
+ * or kthread_stop() of the calling kthread asks it to stop.
+ */
+bool cgk_gang_should_stop(struct cgk_gang *gang)
+{
+	return READ_ONCE(gang->stop) || kthread_should_stop() ||
+	       time_after(jiffies, gang->deadline);
 }
 
 /**

@@ -145,6 +145,7 @@ __printf(2, 3) void cgk_fail(struct cgk_worker *w, const char *fmt, ...);
  * worker of the gang or kthread_stop() asks the worker to stop.
  */
 bool cgk_should_stop(struct cgk_worker *w);
+bool cgk_gang_should_stop(struct cgk_gang *gang);
 
 /**
  * cgk_rand - a random number from the worker's own stream
@@ -169,7 +170,6 @@ void cgk_atomic_long_max(atomic_long_t *max, long val);
 
 struct cgk_cpus;
 
-bool cgk_cpus_hotplug_possible(void);
 struct cgk_cpus *cgk_cpus_disturb(struct cgk_gang *gang, unsigned int flags);
 void cgk_cpus_stop(struct cgk_cpus *d);
 bool cgk_cpus_hotplugging(const struct cgk_cpus *d);

@@ -467,8 +467,7 @@ static void mg_run(struct kunit *test, unsigned long flags)
 	gang = cgk_gang_create(test, nr, &mg_gang_ops, c);
 	KUNIT_ASSERT_NOT_NULL(test, gang);
 	if (flags & MG_CPUS) {
-		cpus = cgk_cpus_disturb(gang, CGK_CPU_SHUFFLE |
-					(cgk_cpus_hotplug_possible() ? CGK_CPU_HOTPLUG : 0));
+		cpus = cgk_cpus_disturb(gang, CGK_CPU_SHUFFLE | CGK_CPU_HOTPLUG);
 		KUNIT_ASSERT_NOT_NULL(test, cpus);
 	}
 	cgk_gang_run(gang);

@@ -711,8 +711,7 @@ static void rs_run(struct kunit *test, unsigned long flags)
 	}
 
 	if (flags & RS_CPUS) {
-		cpus = cgk_cpus_disturb(gang, CGK_CPU_SHUFFLE |
-					(cgk_cpus_hotplug_possible() ? CGK_CPU_HOTPLUG : 0));
+		cpus = cgk_cpus_disturb(gang, CGK_CPU_SHUFFLE | CGK_CPU_HOTPLUG);
 		KUNIT_ASSERT_NOT_NULL(test, cpus);
 	}
 

@@ -106,16 +106,6 @@ struct v1_case {
 	struct cgk_baseline base;
 };
 
-static struct cgroup *v1_dfl_of(struct task_struct *task)
-{
-	struct cgroup *cgrp;
-
-	rcu_read_lock();
-	cgrp = task_dfl_cgroup(task);
-	rcu_read_unlock();
-	return cgrp;
-}
-
 /* @task's cgroup on hierarchy @id, or NULL. Only compared, not used. */
 static struct cgroup *v1_cgroup_of(struct task_struct *task, int id)
 {
@@ -134,7 +124,7 @@ static bool v1_check_victim(struct cgk_worker *w, struct v1_victim *v,
 	struct v1_case *c = w->gang->data;
 	struct task_struct *task = v->cv->task;
 
-	if (v1_dfl_of(task) != c->dfl[v->dfl]) {
+	if (cgk_where(task) != c->dfl[v->dfl]) {
 		cgk_fail(w, "after %s: victim not in %s on the default hierarchy",
 			 after, v1_dfl_name[v->dfl]);
 		return false;
@@ -553,7 +543,7 @@ static void v1_check_membership(struct v1_case *c)
 	for (i = 0; i < c->nr_victims; i++) {
 		struct task_struct *task = c->victims[i].cv->task;
 
-		KUNIT_EXPECT_PTR_EQ_MSG(test, v1_dfl_of(task), c->dfl[c->victims[i].dfl],
+		KUNIT_EXPECT_PTR_EQ_MSG(test, cgk_where(task), c->dfl[c->victims[i].dfl],
 					"victim %u is not in %s", i,
 					v1_dfl_name[c->victims[i].dfl]);
 		KUNIT_EXPECT_PTR_EQ_MSG(test, v1_cgroup_of(task, c->hierarchy_id),
