@@ -32,6 +32,13 @@
 #include <linux/signal.h>
 #include <linux/types.h>
 #include <linux/user_namespace.h>
+/*
+ * The series' hooks (kernel/series): a base tree has none, and the
+ * Makefile then builds only the suites that need none.
+ */
+#if __has_include(<linux/cgroup_kunit.h>)
+#include <linux/cgroup_kunit.h>
+#endif
 
 #define CGK_MAX_THREADS		64
 #define CGK_FAILURE_LEN		160

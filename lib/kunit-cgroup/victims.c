@@ -51,8 +51,8 @@ static void cgk_victim_add_thread(struct cgk_victim *v)
 	pid_t pid;
 
 	atomic_inc(&v->threads);
-	pid = kernel_thread(cgk_thread_fn, v, "cgk-thread",
-			    CLONE_THREAD | CLONE_SIGHAND | CLONE_FS | CLONE_FILES);
+	pid = cgroup_fork_for_test(cgk_thread_fn, v, "cgk-thread",
+				   CGROUP_FORK_TEST_THREAD);
 	if (pid < 0)
 		atomic_dec(&v->threads);
 	else
@@ -70,8 +70,8 @@ static void cgk_victim_fork(struct cgk_victim *v)
 	pid_t pid;
 
 	atomic_inc(&v->children);
-	pid = kernel_thread(cgk_child_fn, v, "cgk-child",
-			    CLONE_PARENT | CLONE_FS | CLONE_FILES);
+	pid = cgroup_fork_for_test(cgk_child_fn, v, "cgk-child",
+				   CGROUP_FORK_TEST_CHILD);
 	if (pid < 0) {
 		atomic_dec(&v->children);
 		if (pid == -EAGAIN)
@@ -213,8 +213,8 @@ static int cgk_user_victim_fn(void *arg)
 			cgk_user_block(v->loops & 4);
 		if ((herd->flags & CGK_VICTIM_FORK) && !READ_ONCE(herd->stop_forking)) {
 			/* kthreadd, its parent, reaps it: see cgk_victim_fork() */
-			pid = user_mode_thread(cgk_user_child_fn, NULL,
-					       CLONE_PARENT | CLONE_FILES);
+			pid = cgroup_fork_for_test(cgk_user_child_fn, NULL,
+						   NULL, CGROUP_FORK_TEST_USER);
 			if (pid > 0) {
 				WRITE_ONCE(v->forks, v->forks + 1);
 				WRITE_ONCE(v->child_pid, pid);
@@ -305,12 +305,11 @@ struct task_struct *cgk_herd_start(struct cgk_herd *herd, unsigned int i,
 	if (herd->flags & CGK_VICTIM_USER) {
 #ifdef CGK_USER_VICTIMS
 		/*
-		 * Not a kthread, so no name: it shows as the test's thread.
-		 * user_mode_thread() refuses CLONE_FS: it gets the fs_struct
-		 * of userspace's init.
+		 * Not a kthread, so no name: it shows as the test's thread,
+		 * with the fs_struct of userspace's init.
 		 */
-		pid = user_mode_thread(cgk_user_victim_fn, v,
-				       CLONE_PARENT | CLONE_FILES);
+		pid = cgroup_fork_for_test(cgk_user_victim_fn, v, NULL,
+					   CGROUP_FORK_TEST_USER);
 		if (pid < 0)
 			return ERR_PTR(pid);
 		wait_for_completion(&v->started);
