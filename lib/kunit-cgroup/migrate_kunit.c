@@ -15,15 +15,23 @@
  * notifier makes chosen migrations fail at CGROUP_TASK_MIGRATING.
  *
  * Lock modes: cgroup_migrate runs every case with the global
- * cgroup_threadgroup_rwsem; cgroup_migrate_dynmods then switches the default
- * hierarchy to favordynmods, which makes the attach lock per thread group
- * and cannot be undone, and runs the same cases again. The global suite
- * comes first in the module and skips itself if favordynmods is already on.
+ * cgroup_threadgroup_rwsem; cgroup_migrate_dynmods switches the default
+ * hierarchy to favordynmods, which makes the attach lock per thread group,
+ * and runs the same cases again. The kernel cannot switch favordynmods off
+ * again (cgroup_enable_per_threadgroup_rwsem stays true), so everything that
+ * runs after it in the boot, later suites and later loads of the module,
+ * would inherit that mode. cgroup_migrate_dynmods therefore switches it only
+ * with the module parameter dynmods=1 (cgroup_kunit.dynmods=1 when built
+ * in), meant for a boot of its own that runs only this suite, as the driver
+ * gives it after its main boot; without it each of its cases is skipped,
+ * saying why, and nothing is switched. cgroup_migrate comes first in the
+ * module and skips itself if favordynmods is already on (in a load of the
+ * module after one with dynmods=1, for instance).
  * Each victim is a kthread and so its own thread group; in
  * migrate_threadgroups and migrate_everything each victim also keeps adding
- * threads to its group with kernel_thread(CLONE_THREAD) that exit shortly
- * after, so thread creation and exit take the group's threadgroup lock
- * against the migrations of that group.
+ * threads to its group (cgroup_fork_for_test(), CGROUP_FORK_TEST_THREAD)
+ * that exit shortly after, so thread creation and exit take the group's
+ * threadgroup lock against the migrations of that group.
  *
  * Invariants, checked by the migrators right after each migration and by
  * the test thread after they stopped:
@@ -93,6 +101,30 @@ struct mg_case {
 
 /* The attach lock mode the running suite is about; see mg_run(). */
 static bool mg_expect_dynmods;
+
+/* dynmods=1: cgroup_migrate_dynmods switches favordynmods on, for good. */
+static bool mg_dynmods;
+
+#define MG_DYNMODS_OFF \
+	"favordynmods cannot be switched off again: runs only with cgroup_kunit.dynmods=1, in a boot of its own"
+
+static int mg_dynmods_set(const char *val, const struct kernel_param *kp)
+{
+	if (param_set_bool(val, kp)) {
+		pr_err(KBUILD_MODNAME ": dynmods=%s: want 1 or 0 (y or n)\n", val);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static const struct kernel_param_ops mg_dynmods_ops = {
+	.flags = KERNEL_PARAM_OPS_FL_NOARG,
+	.set = mg_dynmods_set,
+	.get = param_get_bool,
+};
+module_param_cb(dynmods, &mg_dynmods_ops, &mg_dynmods, 0444);
+MODULE_PARM_DESC(dynmods,
+		 "run cgroup_migrate_dynmods, which switches favordynmods on for good (default 0: skip it)");
 
 /*
  * Whether every thread of @leader's group is in @cgrp. Skipped: threads
@@ -561,27 +593,36 @@ static void migrate_everything(struct kunit *test)
 	mg_run(test, MG_FORK | MG_THREADS | MG_RMDIR | MG_INJECT);
 }
 
-static int mg_global_init(struct kunit *test)
+static int mg_global_suite_init(struct kunit_suite *suite)
 {
 	mg_expect_dynmods = false;
-	return cgk_case_init(test);
-}
-
-static int mg_dynmods_init(struct kunit *test)
-{
-	mg_expect_dynmods = true;
-	return cgk_case_init(test);
+	return cgk_suite_init(suite);
 }
 
 static int mg_dynmods_suite_init(struct kunit_suite *suite)
 {
-	cgroup_favor_dynmods_for_test();
+	mg_expect_dynmods = true;
+	if (mg_dynmods)
+		cgroup_favor_dynmods_for_test();
 	return cgk_suite_init(suite);
+}
+
+/*
+ * The thread counts of a case (cgk_threads_gen()); none for the cases of
+ * cgroup_migrate_dynmods without dynmods=1, which are skipped, saying why.
+ */
+static const void *mg_threads_gen(struct kunit *test, const void *prev, char *desc)
+{
+	if (mg_expect_dynmods && !mg_dynmods) {
+		kunit_mark_skipped(test, MG_DYNMODS_OFF);
+		return NULL;
+	}
+	return cgk_threads_gen(test, prev, desc);
 }
 
 /* Each case takes its time bound plus the teardown: KUnit calls that slow. */
 #define MG_CASE(fn) \
-	KUNIT_CASE_PARAM_ATTR(fn, cgk_threads_gen, { .speed = KUNIT_SPEED_SLOW })
+	KUNIT_CASE_PARAM_ATTR(fn, mg_threads_gen, { .speed = KUNIT_SPEED_SLOW })
 
 #define MG_CASES(name)					\
 static struct kunit_case name[] = {			\
@@ -601,19 +642,22 @@ MG_CASES(cgroup_migrate_dynmods_cases);
 
 static struct kunit_suite cgroup_migrate_suite = {
 	.name = "cgroup_migrate",
-	.suite_init = cgk_suite_init,
+	.suite_init = mg_global_suite_init,
 	.suite_exit = cgk_suite_exit,
-	.init = mg_global_init,
+	.init = cgk_case_init,
 	.exit = cgk_case_exit,
 	.test_cases = cgroup_migrate_cases,
 };
 
-/* Must come after cgroup_migrate: favordynmods cannot be turned off. */
+/*
+ * After cgroup_migrate, and with dynmods=1 only: favordynmods cannot be
+ * turned off, so nothing that runs later in the boot has the global lock.
+ */
 static struct kunit_suite cgroup_migrate_dynmods_suite = {
 	.name = "cgroup_migrate_dynmods",
 	.suite_init = mg_dynmods_suite_init,
 	.suite_exit = cgk_suite_exit,
-	.init = mg_dynmods_init,
+	.init = cgk_case_init,
 	.exit = cgk_case_exit,
 	.test_cases = cgroup_migrate_dynmods_cases,
 };

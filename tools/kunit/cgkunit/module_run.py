@@ -8,7 +8,9 @@ with MODULE_ARGS (KUnit runs its suites on load and prints KTAP to the console),
 each suite's verdict from /sys/kernel/debug/kunit/<suite>/results and unloads it; then
 scans kmemleak, prints what it found and reboots (QEMU runs with -no-reboot, so it exits). Every line the script prints starts
 with MARK, so the driver can cut the console into one KTAP document per cycle and read
-each with the report code of built-in runs.
+each with the report code of built-in runs. Only MODULE_ARGS="dynmods=1" lets
+cgroup_migrate_dynmods switch favordynmods on, for the rest of the boot: cgroup_migrate then
+skips itself in the later cycles.
 """
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """The suite's module parameters: their names, read from the C sources, and the check of
 the cgroup_kunit.* words of a kernel command line against them (issue 12: the kernel
-drops a dotted parameter that matches nothing without a word)."""
+drops a dotted parameter that matches nothing without a word); the cases of the suite that
+the dynmods parameter lets run."""
 from __future__ import annotations
 
 import re
@@ -19,6 +20,14 @@ DECLARATION = re.compile(r"^[ \t]*module_param\w*\s*\(\s*([A-Za-z_]\w*)\s*,", re
 DURATION = "duration_ms"
 DEFAULT_DURATION_MS = 1000
 DURATION_RANGE = (10, 600_000)
+# migrate_kunit.c's dynmods: cgroup_migrate_dynmods switches the default hierarchy to
+# favordynmods, which the kernel cannot switch off again, so its cases run only with dynmods=1
+# (else each skips); both migrate suites run the cases its MG_CASE(<name>) lines list
+DYNMODS = "dynmods"
+DYNMODS_ON = f"{SUITE_MODULE}.{DYNMODS}=1"
+DYNMODS_SUITE = "cgroup_migrate_dynmods"
+MIGRATE = SUITE_DIR / "migrate_kunit.c"
+MG_CASE = re.compile(r"^[ \t]*MG_CASE\(\s*([A-Za-z_]\w*)\s*\)", re.MULTILINE)
 # kstrtouint(val, 0, ...): an optional '+', then hex (0x), octal (leading 0) or decimal, and
 # an optional trailing newline
 KSTRTOUINT = re.compile(r"\+?(?:0[xX]([0-9a-fA-F]+)|0([0-7]*)|([1-9][0-9]*))\n?")
@@ -61,6 +70,21 @@ def check_kernel_args(words: Sequence[str], repo: Path, what: str = "KERNEL_ARGS
                               f"(the suite has: {', '.join(known)})")
         if "=" not in word:
             raise DriverError(f"{what}: {shown} needs a value: {shown}=<value>")
+
+
+def sets(words: Sequence[str], name: str) -> bool:
+    """Whether a kernel command line sets the suite's parameter name (to any value)."""
+    return any(_name(w) == name for w in words)
+
+
+def dynmods_cases(repo: Path) -> list[str] | None:
+    """The cases of cgroup_migrate_dynmods (migrate_kunit.c's MG_CASE list); None when the
+    file cannot be read or lists none (then any case may be there)."""
+    try:
+        text = (repo / MIGRATE).read_text(errors="replace")
+    except OSError:
+        return None
+    return MG_CASE.findall(text) or None
 
 
 def _kstrtouint(value: str) -> int | None:

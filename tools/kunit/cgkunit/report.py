@@ -120,7 +120,7 @@ class TestResult:
 class NotRun:
     """Tests KUnit planned that the kernel never reached (names are unknown:
     KTAP names a case in its result line and a suite when it starts)."""
-    what: str       # "case", "suite" or "boot" (a kunit.py --run_isolated boot)
+    what: str       # "case", "suite" or "boot" (of kunit.py --run_isolated, or a run's second)
     count: int
     suite: str      # the suite the cases belong to ("" for suites and boots)
     after: str      # the last test reported before them, or "start"
@@ -129,7 +129,7 @@ class NotRun:
     def describe(self) -> str:
         plural = "" if self.count == 1 else "s"
         if self.what == "boot":
-            return (f"{self.count} more isolated kunit.py boot{plural} never started "
+            return (f"{self.count} more kunit.py boot{plural} never started "
                     f"(after {self.after})")
         where = f"{self.suite}: " if self.suite else ""
         plan = f"; KUnit planned {self.planned}" if self.planned else ""
@@ -324,6 +324,13 @@ def boot_line(text: str) -> tuple[int, int] | None:
     """(n, total) of kunit.py's 'Starting KUnit Kernel (n/total)...' line."""
     m = KUNIT_BOOT.match(text)
     return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def numbered_boot(line: str, number: int, total: int) -> str:
+    """line as boot number of total when it is kunit.py's 'Starting KUnit Kernel (n/N)' line
+    (a run that joins the consoles of several kunit.py execs numbers their boots across it)."""
+    m = KUNIT_BOOT.match(line)
+    return f"{line[:m.start(1)]}{number}/{total}{line[m.end(2):]}" if m else line
 
 
 def _indent(ws: str) -> int:
@@ -577,6 +584,14 @@ class _Node:
     result: Event | None = None
     notes: list[str] = field(default_factory=list)
     got: _Owned = field(default_factory=_Owned)
+    boot: int = 0                    # a section's root: the kunit.py boot it came in
+
+    def section(self) -> "_Node":
+        """The root of the KTAP section the test is in."""
+        node = self
+        while node.parent is not None:
+            node = node.parent
+        return node
 
     def path(self) -> list[str]:
         out: list[str] = []
@@ -647,7 +662,8 @@ class _Tree:
     def _header(self, e: Event) -> None:
         if not self.stack or e.indent <= self.stack[0].indent:
             self._end(e.line, flush=False)
-            self.stack, self.last = [_Node(name=None, parent=None, indent=e.indent)], None
+            self.stack, self.last = [_Node(name=None, parent=None, indent=e.indent,
+                                           boot=self.boot)], None
             self.sections.append(self.stack[0])
         elif not (self.stack[-1].indent == e.indent and self.stack[-1].fresh):
             self._pop_from(e.indent)
@@ -734,7 +750,7 @@ def _test(node: _Node) -> TestResult:
                    line_no=e.line + 1 if e else None, skip_reason=e.reason if e else "",
                    notes=node.notes, parent=".".join(path[:-1]) or None,
                    children=[".".join(c.path()) for c in node.children],
-                   **node.got.fields(".".join(path)))
+                   boot=node.section().boot, **node.got.fields(".".join(path)))
     if e is None:
         t.notes.append("no result: no KTAP result line for this test")
     if any(n.startswith("planned ") for n in node.notes) and t.status != "FAIL":
@@ -813,6 +829,7 @@ def _verdicts(state: ConsoleState, tests: list[TestResult], notes: list[str],
               not_run: list[NotRun], verdict: str, tail: str) -> Report:
     """The report of the tests: statuses with their reports, counts, the run's status."""
     _apply_splat_verdicts(tests)
+    tests = _without_skipped_reruns(tests)
     leaves = [t for t in tests if t.line_no is not None and not t.children]
     crashes = sum(t.level == "crash" for t in tests)
     by = Counter(t.status for t in leaves)
@@ -836,6 +853,17 @@ def _verdicts(state: ConsoleState, tests: list[TestResult], notes: list[str],
                   ktap_started=started, ktap_complete=started and not crashes, not_run=not_run,
                   bad_parameters=list(state.refused.values()),
                   ktap=[e.text for e in state.events if e.kind in KTAP_KINDS])
+
+
+def _without_skipped_reruns(tests: list[TestResult]) -> list[TestResult]:
+    """tests without the skipped copy of a test that a later boot ran again. The driver
+    runs cgroup_migrate_dynmods in a boot of its own (with cgroup_kunit.dynmods=1) after the
+    main boot, where it only skipped itself: the later result is the one that counts. A
+    copy that did more than skip (a report under it failed it) stays."""
+    last: dict[str, int] = {}
+    for t in tests:
+        last[t.id] = max(last.get(t.id, 0), t.boot)
+    return [t for t in tests if t.status != "SKIP" or t.boot >= last[t.id]]
 
 
 def _apply_splat_verdicts(tests: list[TestResult]) -> None:

@@ -11,13 +11,15 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from . import report as rp
 from .common import DriverError, HEARTBEAT_S, read_json, run_logged, say, write_json
-from .params import DEFAULT_DURATION_MS, DURATION, SUITE_MODULE, duration_ms
+from .params import (DEFAULT_DURATION_MS, DURATION, DYNMODS, DYNMODS_ON, DYNMODS_SUITE,
+                     SUITE_MODULE, duration_ms, dynmods_cases, sets)
 from .profile import (CRASH_GRACE_S, POST_REPORT_SILENCE_S, STORM_REPEATS, STORM_WINDOW_S,
                       Profile, out_dir)
 from .progress import BuildProgress
@@ -233,8 +235,77 @@ def clear_results(results: Path) -> None:
     results.mkdir(parents=True, exist_ok=True)
     for name in RESULT_FILES:
         (results / name).unlink(missing_ok=True)
-    for kept in results.glob("console.boot-timeout-*.log"):
+    for kept in results.glob("console.*.log"):  # each boot's, consoles of early hangs
         kept.unlink()
+
+
+@dataclass(frozen=True)
+class Boot:
+    """One kunit.py exec of a run: a boot, or one per suite or test when isolated."""
+    kernel_args: tuple[str, ...]   # the run's, the profile's aside
+    filter_glob: str
+    name: str = ""                 # in a run of several, its console is console.<name>.log
+
+    def describe(self) -> str:
+        """What it runs: 'every suite; cgroup_migrate_dynmods skips itself', ..."""
+        dynmods = DYNMODS_ON in self.kernel_args
+        return ((self.filter_glob or "every suite") + (f", {DYNMODS_ON}" if dynmods else "")
+                + ("" if dynmods else f"; {DYNMODS_SUITE} skips itself"))
+
+
+def dynmods_filter(filter_glob: str, cases: Sequence[str] | None) -> str | None:
+    """The filter that runs what filter_glob selects of cgroup_migrate_dynmods, alone: the
+    suite, with the case part of a 'suite.case' glob (KUnit splits the glob at its first '.'
+    and matches the suite and case names with each part); None when filter_glob selects none
+    of it. cases: the suite's case names (None: not known, so any case part may match)."""
+    if not filter_glob:
+        return DYNMODS_SUITE
+    suite_glob, dot, case_glob = filter_glob.partition(".")
+    if not fnmatchcase(DYNMODS_SUITE, suite_glob):
+        return None
+    if not dot:
+        return DYNMODS_SUITE
+    if cases is not None and not any(fnmatchcase(c, case_glob) for c in cases):
+        return None
+    return f"{DYNMODS_SUITE}.{case_glob}"
+
+
+def boot_plan(kernel_args: Sequence[str], filter_glob: str, isolate: str = "",
+              cases: Sequence[str] | None = None) -> list[Boot]:
+    """The kunit.py execs of a run (cases: cgroup_migrate_dynmods' case names, if known).
+
+    cgroup_migrate_dynmods switches favordynmods on for the rest of its boot (the kernel
+    cannot switch it off), so its cases run only with cgroup_kunit.dynmods=1, which the
+    driver gives only where nothing runs after them. When the filter selects some of them,
+    the main boot runs as asked (they skip there) and a second one runs them alone, with
+    cgroup_kunit.dynmods=1. A single boot gets it when it runs them alone anyway: with
+    isolate (kunit.py boots once per suite or test), or a filter whose suite part is that
+    suite's name. Kernel arguments that set cgroup_kunit.dynmods themselves get one boot, as
+    asked."""
+    args = tuple(kernel_args)
+    alone = dynmods_filter(filter_glob, cases)
+    if alone is None or sets(args, DYNMODS):
+        return [Boot(args, filter_glob)]
+    if isolate or filter_glob.partition(".")[0] == DYNMODS_SUITE:
+        return [Boot((*args, DYNMODS_ON), filter_glob)]
+    return [Boot(args, filter_glob, "main"), Boot((*args, DYNMODS_ON), alone, "dynmods")]
+
+
+def join_boots(execs: Sequence[ExecResult], planned: int, dest: Path) -> ExecResult:
+    """The kunit.py execs of a run of planned boots (one boot each) as one: their consoles
+    joined into dest in order, kunit.py's 'Starting KUnit Kernel' line of each numbered
+    across the run (boot i of planned: the report tells the boots apart by these lines, as
+    in an isolated run), the first verdict that is not 'completed', the time of all, and
+    each watchdog stop with its boot."""
+    with open(dest, "w", newline="") as out:
+        for i, ex in enumerate(execs, 1):
+            with open(ex.console_log, errors="backslashreplace", newline="") as console:
+                out.writelines(rp.numbered_boot(line, i, planned) for line in console)
+    return ExecResult(
+        verdict=next((ex.verdict for ex in execs if ex.verdict != "completed"), "completed"),
+        console_log=dest, elapsed=sum(ex.elapsed for ex in execs),
+        stops=[replace(s, boot=i, boots=planned) for i, ex in enumerate(execs, 1)
+               for s in ex.stops])
 
 
 def _kill(proc: subprocess.Popen[str]) -> None:
@@ -529,47 +600,80 @@ def exec_tests(tree: Path, profile: Profile, repo_root: Path, build_root: Path, 
                shim: Path | None = None, echo: bool = False,
                hang_timeout: float = HANG_S, out: Path | None = None,
                isolate: str | None = None) -> ExecResult:
-    """Boot the built kernel (in out, default the profile's) once, or once per suite or test
-    with isolate (None: the profile's); console in results/console.log."""
+    """Boot the built kernel (in out, default the profile's) as boot_plan says: once, or once
+    per suite or test with isolate (None: the profile's), and cgroup_migrate_dynmods in a boot
+    of its own. The console is results/console.log; in a run of several boots that is all of
+    them in order, and each boot's own is kept in console.<name>.log."""
     image = kernel_image(build_root, profile, out)
     if not image.is_file():
         raise DriverError(f"no kernel built for {profile.name} ({image} missing); build it first")
     clear_results(results)
     mode = profile.isolate if isolate is None else isolate
+    plan = boot_plan(kernel_args, filter_glob, mode, dynmods_cases(repo_root))
     gang = duration_ms([*profile.kernel_args, *kernel_args])
     hang = hang_timeout_for(gang, hang_timeout)
     timeout = run_timeout_for(profile, gang, hang_timeout)
-    cmd = exec_command(tree, profile, repo_root, build_root, kernel_args, filter_glob, out, mode,
-                       timeout)
     rules = StopRules.of(profile)
+    args = plan[0].kernel_args if len(plan) == 1 else kernel_args
     say(f"running {profile.name}" + (f" filter {filter_glob}" if filter_glob else "")
-        + (f" args {' '.join(kernel_args)}" if kernel_args else "")
-        + (f", one boot per {mode}" if mode else ""))
+        + (f" args {' '.join(args)}" if args else "")
+        + (f", one boot per {mode}" if mode else "")
+        + (f", in {len(plan)} boots: {DYNMODS_SUITE} switches favordynmods on for the rest "
+           f"of its boot, so it runs in a boot of its own" if len(plan) > 1 else ""))
     say(f"watchdog stops on: {rules.describe()}")
     if (hang, timeout) != (hang_timeout, profile.timeout):
         say(f"{SUITE_MODULE}.{DURATION}={gang}: a hang after {hang:g}s of silence, "
             f"run timeout {timeout}s (not {hang_timeout:g}s and {profile.timeout}s)")
-    retried: list[dict[str, object]] = []
-    while True:
-        result = watch(cmd, results / "console.log", f"running {profile.name}", cwd=tree,
-                       env=kunit_env(shim), boot_timeout=profile.boot_timeout,
-                       timeout=timeout, hang_timeout=hang, echo=echo,
-                       rules=rules, isolated=bool(mode))
-        if not boot_retry_due(result, len(retried)):
+
+    def boot_once(cmd: list[str], console: Path, label: str,
+                  retried: list[dict[str, object]]) -> ExecResult:
+        """One kunit.py exec, and once more after an early hang (each kept in retried)."""
+        while True:
+            result = watch(cmd, console, label, cwd=tree, env=kunit_env(shim),
+                           boot_timeout=profile.boot_timeout, timeout=timeout, hang_timeout=hang,
+                           echo=echo, rules=rules, isolated=bool(mode))
+            if not boot_retry_due(result, len(retried)):
+                return result
+            # The kernel never reached KUnit: a machine's failure, not a test result.
+            kept = console.with_suffix(f".boot-timeout-{len(retried) + 1}.log")
+            console.replace(kept)
+            retried.append({"verdict": result.verdict, "elapsed": round(result.elapsed, 3),
+                            "console": kept.name})
+            say(f"{profile.name}: the kernel hung before KUnit started ({result.verdict} after "
+                f"{result.elapsed:.0f}s, console kept in {kept.name}); booting it once more")
+
+    execs: list[ExecResult] = []
+    boots: list[dict[str, object]] = []
+    retries: list[dict[str, object]] = []
+    for i, boot in enumerate(plan, 1):
+        which = f"boot {i} of {len(plan)}" if len(plan) > 1 else ""
+        if execs and execs[0].verdict == "boot-timeout":
+            say(f"{profile.name}: {which} ({boot.describe()}) not started: the kernel never "
+                "reached KUnit in boot 1")
             break
-        # The kernel never reached KUnit: a machine's failure, not a test result.
-        kept = results / f"console.boot-timeout-{len(retried) + 1}.log"
-        (results / "console.log").replace(kept)
-        retried.append({"verdict": result.verdict, "elapsed": round(result.elapsed, 3),
-                        "console": kept.name})
-        say(f"{profile.name}: the kernel hung before KUnit started ({result.verdict} after "
-            f"{result.elapsed:.0f}s, console kept in {kept.name}); booting it once more")
-    say(f"{profile.name}: kernel run {result.verdict} in {result.elapsed:.0f}s")
+        if which:
+            say(f"{which}: {boot.describe()}")
+        cmd = exec_command(tree, profile, repo_root, build_root, boot.kernel_args,
+                           boot.filter_glob, out, mode, timeout)
+        console = results / (f"console.{boot.name}.log" if boot.name else "console.log")
+        retried: list[dict[str, object]] = []
+        label = f"running {profile.name}" + (f" ({which})" if which else "")
+        result = boot_once(cmd, console, label, retried)
+        say(f"{profile.name}: {which + ': ' if which else ''}kernel run {result.verdict} "
+            f"in {result.elapsed:.0f}s")
+        execs.append(result)
+        retries += retried
+        boots.append({"name": boot.name, "kernel_args": list(boot.kernel_args),
+                      "filter": boot.filter_glob, "command": cmd, "console": console.name,
+                      "verdict": result.verdict, "elapsed": round(result.elapsed, 3),
+                      "boot_retries": retried})
+    result = execs[0] if len(plan) == 1 else join_boots(execs, len(plan), results / "console.log")
     write_json(results / "exec.json", {
         "verdict": result.verdict, "elapsed": round(result.elapsed, 3), "profile": profile.name,
-        "command": cmd, "kernel_args": list(kernel_args), "filter": filter_glob,
+        "command": boots[0]["command"], "kernel_args": list(kernel_args), "filter": filter_glob,
         "isolate": mode, "rules": asdict(rules), "stops": [s.to_json() for s in result.stops],
-        "boot_retries": retried, "duration_ms": gang, "hang_timeout": hang, "timeout": timeout})
+        "boot_retries": retries, "boots": boots, "duration_ms": gang, "hang_timeout": hang,
+        "timeout": timeout})
     return result
 
 

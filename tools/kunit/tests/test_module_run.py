@@ -187,7 +187,8 @@ def test_recorded_kasan_console(tmp_path: Path) -> None:
     for cycle, report in zip(log.cycles, reports):
         assert report.counts.passed > 40
         assert set(cycle.debugfs) == set(mr.suite_status(report))
-    # favordynmods is one-way: the global-lock migrate suite skips from the second cycle on
+    # recorded when cgroup_migrate_dynmods always ran (now only with MODULE_ARGS=dynmods=1):
+    # favordynmods is one-way, so the global-lock migrate suite skips from the second cycle on
     second = parse_console("\n".join(log.cycles[1].lines))
     skipped = [t.id for t in second.tests if t.level == "case" and t.status == "SKIP"]
     assert "cgroup_migrate.migrate_idle" in skipped

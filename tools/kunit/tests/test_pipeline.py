@@ -65,19 +65,29 @@ else:
 '''
 
 
-@pytest.mark.parametrize("log,status", [("03_kcsan.log", "fail"), ("08_skipped.log", "pass")])
-def test_run_end_to_end_with_a_fake_kunit_py(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                              capsys: pytest.CaptureFixture[str], log: str,
-                                              status: str) -> None:
+def fake_run_setup(tmp_path: Path, fake_kunit: str, profile: str = "#@ arch: um\n",
+                   repo_files: dict[str, str] | None = None) -> tuple[Path, Path, Path]:
+    """(kernel, repo, build) for a run of profile um-t: a kernel tree whose kunit.py is
+    fake_kunit, a repo with that profile (and repo_files), and a built image."""
     kernel = make_kernel(tmp_path / "linux")
-    write_files(kernel, {"tools/testing/kunit/kunit.py": FAKE_KUNIT})
+    write_files(kernel, {"tools/testing/kunit/kunit.py": fake_kunit})
     git(kernel, "commit", "-q", "-am", "fake kunit.py")
     repo, build = tmp_path / "repo", tmp_path / "build"
     write_files(repo, {"kernel/BASE": "package=x\n", "kernel/series": "",
                        "lib/kunit-cgroup/Kconfig": "config CGROUP_KUNIT_TEST\n",
-                       "tools/kunit/profiles/um-t.config": "#@ arch: um\n#@ kernel_args: ncpus=4\n",
-                       ".kunitconfig": "CONFIG_KUNIT=y\n", "Makefile": "run:\n\tx run --profile um-t\n"})
+                       "tools/kunit/profiles/um-t.config": profile,
+                       ".kunitconfig": "CONFIG_KUNIT=y\n", "Makefile": "run:\n\tx run --profile um-t\n",
+                       **(repo_files or {})})
     write_files(build, {"out/um-t/linux": "elf"})
+    return kernel, repo, build
+
+
+@pytest.mark.parametrize("log,status", [("03_kcsan.log", "fail"), ("08_skipped.log", "pass")])
+def test_run_end_to_end_with_a_fake_kunit_py(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str], log: str,
+                                              status: str) -> None:
+    kernel, repo, build = fake_run_setup(tmp_path, FAKE_KUNIT,
+                                         "#@ arch: um\n#@ kernel_args: ncpus=4\n")
     monkeypatch.setenv("FAKE_CONSOLE", str(DATA / log))
     monkeypatch.setenv("FAKE_ARGS", str(tmp_path / "args"))
     opts = pipeline.RunOptions(profile="um-t", no_build=True, kernel_src=str(kernel),

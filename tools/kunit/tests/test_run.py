@@ -320,7 +320,7 @@ def test_exec_tests_boots_again_after_an_early_hang(monkeypatch: pytest.MonkeyPa
                                                     tmp_path: Path) -> None:
     calls = _fake_boots(monkeypatch, tmp_path, ["boot-timeout", "completed"])
     results = tmp_path / "results"
-    r = run.exec_tests(tmp_path, prof(), tmp_path, tmp_path, results)
+    r = run.exec_tests(tmp_path, prof(), tmp_path, tmp_path, results, filter_glob="s1")
     assert r.verdict == "completed" and len(calls) == 2
     assert "boot 2" in (results / "console.log").read_text()
     assert "boot 1" in (results / "console.boot-timeout-1.log").read_text()
@@ -329,7 +329,7 @@ def test_exec_tests_boots_again_after_an_early_hang(monkeypatch: pytest.MonkeyPa
                                      "console": "console.boot-timeout-1.log"}]
     # a later run starts clean
     _fake_boots(monkeypatch, tmp_path, ["completed"])
-    run.exec_tests(tmp_path, prof(), tmp_path, tmp_path, results)
+    run.exec_tests(tmp_path, prof(), tmp_path, tmp_path, results, filter_glob="s1")
     assert not (results / "console.boot-timeout-1.log").exists()
     assert run.read_exec_info(results)["boot_retries"] == []
 
@@ -337,7 +337,7 @@ def test_exec_tests_boots_again_after_an_early_hang(monkeypatch: pytest.MonkeyPa
 def test_exec_tests_reports_a_second_early_hang(monkeypatch: pytest.MonkeyPatch,
                                                 tmp_path: Path) -> None:
     calls = _fake_boots(monkeypatch, tmp_path, ["boot-timeout", "boot-timeout", "completed"])
-    r = run.exec_tests(tmp_path, prof(), tmp_path, tmp_path, tmp_path / "results")
+    r = run.exec_tests(tmp_path, prof(), tmp_path, tmp_path, tmp_path / "results", filter_glob="s1")
     assert r.verdict == "boot-timeout" and len(calls) == 2
 
 
@@ -345,5 +345,5 @@ def test_exec_tests_reports_a_second_early_hang(monkeypatch: pytest.MonkeyPatch,
 def test_exec_tests_never_reboots_after_kunit_started(monkeypatch: pytest.MonkeyPatch,
                                                       tmp_path: Path, verdict: str) -> None:
     calls = _fake_boots(monkeypatch, tmp_path, [verdict, "completed"])
-    r = run.exec_tests(tmp_path, prof(), tmp_path, tmp_path, tmp_path / "results")
+    r = run.exec_tests(tmp_path, prof(), tmp_path, tmp_path, tmp_path / "results", filter_glob="s1")
     assert r.verdict == verdict and len(calls) == 1

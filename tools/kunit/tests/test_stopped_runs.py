@@ -184,7 +184,7 @@ def test_isolated_boots_never_started_are_counted() -> None:
     cut = ISOLATED.index("[12:00:20]")
     r = rp.parse_console(ISOLATED[:cut], "timeout")
     assert [n.describe() for n in r.not_run][-1] == \
-        "2 more isolated kunit.py boots never started (after boot 1 of 3)"
+        "2 more kunit.py boots never started (after boot 1 of 3)"
     assert rp.not_run_hints(r)[-1] == "CGKUNIT_ISOLATE=suite make run   (one boot per suite)"
 
 
