@@ -9,7 +9,8 @@
 # alternating, VCPUS=N QEMU vCPUs (default: host cores, at least 4),
 # ONLY=rstat,ucount,migrate (default all).
 # make module-run: PROFILE=x86_64-kasan (default) CYCLES=N (default 1) loads and
-# unloads, MODULE_ARGS="seed=N threads=N" (insmod parameters), FILTER=,
+# unloads, MODULE_ARGS="seed=N threads=N" (insmod parameters; dynmods=1 also runs
+# cgroup_migrate_dynmods, after which cgroup_migrate skips itself in later cycles), FILTER=,
 # KDIR=<a built x86_64 kernel with the series>: build the module against it, boot it.
 # make stress: PROFILE=um-lockdep (default) RUNS=N (default 10) boots of one build,
 # SEED=N (the same seed every boot; default a new one each), UNTIL_FAIL=1.
@@ -17,6 +18,8 @@
 # kernel/series: base, 0012, ...), SIGNATURE=<key>|auto (default auto: the most frequent
 # at BAD), PROFILE=um-lockdep (default), RUNS=N boots per commit (default 10), FILTER=,
 # KERNEL_ARGS=. make bisect-selftest: RUNS=N (default 3).
+# make series-check: PROFILE=um-lockdep (default) FROM=<patch> (base, 0012, ...: the first
+# commit checked; default base), KERNEL_ARGS= (default cgroup_kunit.duration_ms=200), FILTER=.
 
 PYTHON ?= python3
 CGKUNIT := $(PYTHON) tools/kunit/cgkunit.py
@@ -25,7 +28,7 @@ DURATION_MS ?= 1000
 ROUNDS ?= 3
 export KERNEL_SRC KERNEL_REF KERNEL_ARGS FILTER CGKUNIT_ACCEL CYCLES MODULE_ARGS KDIR GOOD BAD SIGNATURE
 
-.PHONY: run test kcsan kasan lockdep-x86 check module module-run bench coverage stress bisect bisect-selftest pytest deps clean help
+.PHONY: run test kcsan kasan lockdep-x86 check module module-run bench coverage stress bisect bisect-selftest series-check mbox pytest deps clean help
 
 help:
 	@echo "make run      the suite on UML under lockdep (the main job)"
@@ -48,6 +51,11 @@ help:
 	@echo "              repeated boots per commit, a confidence (not in make test)"
 	@echo "make bisect-selftest  bisect a throwaway tree with a known culprit (not in make test:"
 	@echo "              6 to 14 minutes of builds and boots)"
+	@echo "make series-check  build and boot every commit of kernel/series on its own [PROFILE=]"
+	@echo "make mbox      kernel/series and the suite as one patch set for git am (build/results/mbox)"
+	@echo "              [FROM=<patch>] [KERNEL_ARGS=] [FILTER=]: a table of builds and KUnit totals"
+	@echo "              (not in make test: per commit ~1-2 min build + the suite's run, 4-5 min"
+	@echo "              at full length; KERNEL_ARGS defaults to cgroup_kunit.duration_ms=200)"
 	@echo "make clean    remove build/ (sources, trees, build dirs, results)"
 
 deps:
@@ -90,6 +98,12 @@ bisect: deps
 
 bisect-selftest: deps
 	$(CGKUNIT) bisect-selftest $(if $(RUNS),--runs $(RUNS))
+
+mbox: deps
+	$(CGKUNIT) mbox
+
+series-check: deps
+	$(CGKUNIT) series-check --profile $(or $(PROFILE),um-lockdep) $(if $(FROM),--from $(FROM))
 
 pytest:
 	$(PYTHON) -m pytest -q tools/kunit/tests

@@ -37,20 +37,20 @@ from . import pipeline
 from . import profile as profiles
 from . import report as rp
 from .check import load_checks
+from .commits import (BASE, Workspace, clone_path, ensure_clone, prepared_commits, series_pick,
+                      subject_of, unhook)
 from .common import DriverError, overlaps, read_json, run_cmd, say, write_json
 from .params import check_kernel_args
-from .run import build as build_kernel
 from .run import check_filter
 from .stress import (FAIL, PASS, SEED_PARAM, Outcome, Replay, RunRecord, aggregate,
                      check_options, draw_seeds, pct, replay_env, stress_loop,
                      wilson, without_seed)
-from .tree import (AUTHOR_ENV, GIT_CONFIG, SUITE_DIR, PreparedTree, apply_patch, git,
-                   hook_suite, kernel_commit, rev, series_names, validate_kernel_src)
+from .tree import (AUTHOR_ENV, GIT_CONFIG, apply_patch, git, kernel_commit, rev, series_names,
+                   validate_kernel_src)
 
 RESULTS = Path("results") / "bisect"
 CLONES = Path("bisect")
 STATE = "state.json"
-CLONE_STAMP = "cgkunit-bisect.json"
 VARIANT = "bisect"                   # the build directory: <build>/out/<profile>+bisect
 ENTRY = Path(__file__).resolve().parent.parent / "cgkunit.py"
 GOOD, BAD, SKIP, ABORT = 0, 1, 125, 128  # a step's answers to git bisect run (128: stop it)
@@ -58,7 +58,6 @@ CODES = {"good": GOOD, "bad": BAD, "skip": SKIP}
 MIN_CONFIDENCE = 0.66
 RUNS = (1, 1000)
 AUTO = "auto"
-BASE = "base"
 # the first part of a signature key (signature.py): report kinds, the crash/hang/fail
 # keys, and "<status>:unclassified"
 KINDS = sorted(({k for k, _ in rp.TITLES} | {"fail", "crash", "hang"} | set(rp.STATUS_EXIT)) - {"pass"})
@@ -127,21 +126,6 @@ def check_signature(spec: str) -> str:
     return spec
 
 
-def series_pick(names: Sequence[str], name: str, what: str) -> int:
-    """Position of a patch of kernel/series named by name (its file name or a unique prefix,
-    e.g. 0012): 0 for base, i+1 for names[i]; DriverError otherwise."""
-    if name == BASE:
-        return 0
-    exact = [i for i, n in enumerate(names) if n == name]
-    hits = exact or [i for i, n in enumerate(names) if n.startswith(name)]
-    if len(hits) == 1:
-        return hits[0] + 1
-    why = "no patch of kernel/series starts with it" if not hits else \
-        f"{len(hits)} patches of kernel/series start with it"
-    raise DriverError(f"{what}={name}: {why} (want {BASE} or a patch name such as "
-                      f"{names[0][:4] if names else '0001'})")
-
-
 def user_rev(src: Path, name: str, what: str) -> str:
     """The commit a GOOD/BAD revision names in KERNEL_SRC; DriverError when none."""
     sha = rev(src, name) if name and not name.startswith("-") else None
@@ -208,7 +192,7 @@ def series_commits(repo: Path, build: Path, target: Target) -> tuple[Path, str, 
     if target.src is not None:
         return target.src, target.good, target.bad
     tree, _ = pipeline.prepare(repo, build, None)
-    commits = [tree.base_commit] + [c for _, c in tree.patches]
+    commits = [c for _, c in prepared_commits(tree)]
     return tree.path, commits[int(target.good)], commits[int(target.bad)]
 
 
@@ -354,63 +338,28 @@ class Context:
     def out(self) -> Path:
         return profiles.out_dir(self.build, self.prof, VARIANT)
 
+    @property
+    def workspace(self) -> Workspace:
+        return Workspace(repo=self.repo, build=self.build, prof=self.prof, clone=self.clone,
+                         out=self.out, jobs=self.jobs, echo=self.echo)
+
 
 def bisect_dir(build: Path, profile: str) -> Path:
     return build / RESULTS / profile
 
 
-def clone_path(build: Path, profile: str) -> Path:
-    return build / CLONES / profile / "linux"
-
-
-def ensure_clone(build: Path, profile: str, src: Path) -> Path:
-    """The private shared clone of src for profile (made again when src changed)."""
-    clone = clone_path(build, profile)
-    stamp = read_json(clone / ".git" / CLONE_STAMP)
-    if isinstance(stamp, dict) and stamp.get("source") == str(src) and rev(clone, "HEAD"):
-        return clone
-    shutil.rmtree(clone, ignore_errors=True)
-    clone.parent.mkdir(parents=True, exist_ok=True)
-    say(f"cloning {src} into {clone} (shared; {src} is only read)")
-    run_cmd(["git", *GIT_CONFIG, "clone", "-q", "--shared", "--no-checkout", str(src), str(clone)])
-    git(clone, "config", "gc.auto", "0")  # a shared clone must never prune
-    say(f"checking out {clone} (once; ~90k files take a while)")
-    git(clone, "checkout", "-q", "-f", "--detach", "HEAD")
-    write_json(clone / ".git" / CLONE_STAMP, {"source": str(src)})
-    return clone
-
-
-def subject_of(tree: Path, commit: str) -> str:
-    return git(tree, "log", "-1", "--format=%s", commit).stdout.strip()
-
-
-def unhook(tree: Path) -> None:
-    """Undo the hook's edits of tracked files (the suite's untracked files stay, unchanged
-    files keep their times, so the next build is incremental)."""
-    git(tree, "reset", "-q", "--hard", "HEAD")
-
-
-def checkout(tree: Path, commit: str) -> None:
-    if rev(tree, "HEAD") != commit:
-        say(f"checking out {commit[:12]} in {tree}")
-        git(tree, "checkout", "-q", "-f", "--detach", commit)
-
-
 def boot_runs(ctx: Context, commit: str, seeds: Iterator[int], match: Match, label: str,
               stop_at_match: bool) -> Outcome:
     """Boot the built commit up to ctx.runs times into <dest>/<commit>/run-<i>."""
-    image = pipeline.require_image(ctx.build, ctx.prof, ctx.out)
-    shim, _ = pipeline.choose_qemu(ctx.prof, image, ctx.build)
-    tree = PreparedTree(path=ctx.clone, base_commit=commit, head_commit=commit)
+    boot_at = ctx.workspace.booter(commit, f"bisect {commit[:12]}")
     where = ctx.dest / commit[:12]
     shutil.rmtree(where, ignore_errors=True)
     replay = Replay(target=profiles.make_target(ctx.prof.name), kernel_args=ctx.kernel_args,
                     filter_glob=ctx.filter_glob, env=replay_env(ctx.kernel_src, commit))
 
     def boot(i: int, seed: int) -> rp.Report:
-        return pipeline.boot_and_report(ctx.repo, ctx.build, ctx.prof, tree, f"bisect {commit[:12]}",
-                                        where / f"run-{i}", [f"{SEED_PARAM}={seed}", *ctx.kernel_args],
-                                        ctx.filter_glob, shim=shim, out=ctx.out, echo=ctx.echo)
+        return boot_at(where / f"run-{i}", [f"{SEED_PARAM}={seed}", *ctx.kernel_args],
+                       ctx.filter_glob)
 
     def stop(rec: RunRecord) -> str:
         return f"run {rec.run} has the signature" if stop_at_match and matched(rec, match) else ""
@@ -420,13 +369,10 @@ def boot_runs(ctx: Context, commit: str, seeds: Iterator[int], match: Match, lab
 def test_commit(ctx: Context, commit: str, label: str, seeds: Iterator[int], match: Match,
                 stop_at_match: bool) -> tuple[list[RunRecord], str]:
     """Check out, hook the suite in, build, boot: (the runs, a build error or "")."""
-    checkout(ctx.clone, commit)
     say(f"{label}: {commit[:12]} {subject_of(ctx.clone, commit)}: building")
     try:
-        hook_suite(ctx.clone, ctx.repo / SUITE_DIR)
-        build_kernel(ctx.clone, ctx.prof, ctx.repo, ctx.build, ctx.jobs, out=ctx.out)
+        ctx.workspace.build_commit(commit)
     except DriverError as e:
-        unhook(ctx.clone)
         say(f"{label}: {commit[:12]}: skip: {e.reason}")
         return [], e.reason
     try:
@@ -648,7 +594,7 @@ def run_bisect(repo: Path, build: Path, opts: BisectOptions) -> int:
     state = load_state(dest, key)
     if state is not None and state.get("result"):
         return finish(state, dest, state["result"])
-    clone = ensure_clone(build, prof.name, src)
+    clone = ensure_clone(clone_path(build, CLONES, prof.name), src)
     if state is None:
         clear_dest(dest)
         commits, steps = estimate_steps(clone, good, bad)
@@ -819,7 +765,7 @@ def run_selftest(repo: Path, build: Path, runs: int = SELFTEST_RUNS, jobs: int |
         code = run_bisect(repo, build, BisectOptions(
             good=good, bad=bad, profile=check.profile, runs=runs, filter_glob=check.filter,
             kernel_args=tuple(check.kernel_args), kernel_src=str(src), jobs=jobs, echo=echo))
-        shutil.rmtree(clone_path(build, check.profile), ignore_errors=True)  # its source is gone
+        shutil.rmtree(clone_path(build, CLONES, check.profile), ignore_errors=True)  # its source is gone
     data = read_json(bisect_dir(build, check.profile) / "bisect.json") or {}
     res = data.get("result") or {}
     ok = code == 0 and res.get("commit") == culprit and res.get("confidence", 0) >= SELFTEST_MIN_CONFIDENCE

@@ -288,6 +288,17 @@ def test_series_mode_checks_names_before_anything(project: dict[str, Path],
     assert target == bs.Target(src=None, good="0", bad="2") and fixed == 5
 
 
+def test_series_mode_bisects_the_prepared_trees_commits(project: dict[str, Path],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from cgkunit import pipeline
+    from cgkunit.tree import PreparedTree
+    tree = PreparedTree(path=project["kernel"], base_commit="b" * 40, head_commit="h" * 40,
+                        patches=[("0001-a.patch", "1" * 40), ("0002-b.patch", "2" * 40)])
+    monkeypatch.setattr(pipeline, "prepare", lambda *a: (tree, "base"))
+    got = bs.series_commits(project["repo"], project["build"], bs.Target(src=None, good="0", bad="2"))
+    assert got == (project["kernel"], "b" * 40, "2" * 40)
+
+
 # --- git bisect run over a synthetic tree, with a fake build and boot -------------------------------------
 
 def no_boot(*args: Any, **kw: Any) -> Any:
