@@ -12,8 +12,9 @@ from typing import NoReturn, Sequence
 from . import bench, coverage
 from . import check as checks
 from . import bisection
-from . import deps, module_run, pipeline, stress
-from .common import BASE_FILE, DriverError, build_root, find_repo_root, one_line, say
+from . import deps, mbox, module_run, pipeline, stress
+from . import series_check
+from .common import BASE_FILE, DriverError, build_root, find_repo_root, one_line, say, user_path
 from .fetch import fetch_base, parse_base
 from .params import check_kernel_args
 from .profile import accel_mode, isolate_mode, list_profiles, load_profile, results_dir
@@ -115,6 +116,9 @@ def make_parser() -> Parser:
     sub.add_parser("fetch", help="download, verify and unpack the pinned base source")
     p = sub.add_parser("prepare", help="prepare the git tree (base + series + suite)")
     _tree_opts(p)
+    p = sub.add_parser("mbox", help="kernel/series and the suite as one patch set with a cover "
+                       "letter (git format-patch files), checked to apply on the base")
+    p.add_argument("--out", metavar="DIR", help="where to write them (default <build>/results/mbox)")
     p = sub.add_parser("build", help="prepare and build one profile")
     p.add_argument("--profile", required=True)
     p.add_argument("--jobs", type=_jobs, metavar="N")
@@ -132,7 +136,10 @@ def make_parser() -> Parser:
     p.add_argument("--module-args", default=os.environ.get("MODULE_ARGS", ""),
                    metavar='"seed=N threads=N"',
                    help="insmod parameters (default $MODULE_ARGS); a name the suite does not "
-                        "declare, or a value it refuses, is bad input (exit status 2)")
+                        "declare, or a value it refuses, is bad input (exit status 2). "
+                        "dynmods=1 also runs cgroup_migrate_dynmods, which switches favordynmods "
+                        "on for the rest of the boot: cgroup_migrate then skips itself in later "
+                        "cycles")
     p.add_argument("--filter", default=os.environ.get("FILTER", ""), metavar="GLOB",
                    help="kunit.filter_glob for the module's suites (default $FILTER: all)")
     p.add_argument("--kdir", default=os.environ.get("KDIR", ""), metavar="PATH",
@@ -207,6 +214,17 @@ def make_parser() -> Parser:
                    help="boots per commit (default %(default)s)")
     p.add_argument("--jobs", type=_jobs, metavar="N")
     p.add_argument("--verbose", action="store_true", help="echo the console while it runs")
+    p = sub.add_parser("series-check", help="build and boot every commit of kernel/series on its "
+                       "own: does each build and pass the suite?",
+                       description=series_check.SERIES_CHECK_DESCRIPTION,
+                       epilog=series_check.SERIES_CHECK_EXIT_HELP,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--profile", default=series_check.SeriesCheckOptions.profile,
+                   help="default %(default)s")
+    p.add_argument("--from", dest="start", default=os.environ.get("FROM", ""), metavar="PATCH",
+                   help="start at this commit: base, or a patch of kernel/series by its name "
+                        "or number, e.g. 0012 (default $FROM, else base)")
+    _boot_opts(p, no_build=False)
     p = sub.add_parser("coverage", help="the suite on um-coverage (UML gcov): line and branch "
                                         "coverage of the cgroup and ucount files, lcov HTML",
                        epilog=EXIT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -237,9 +255,10 @@ def _isolate(value: str | None) -> str | None:
     return None if value is None else isolate_mode(value, "--isolate (or CGKUNIT_ISOLATE)")
 
 
-PREPARES = ("prepare", "build", "module", "module-run", "run", "bench", "coverage", "check",
-            "stress", "bisect", "bisect-selftest")
-BOOTS = ("run", "module-run", "bench", "coverage", "check", "stress", "bisect", "bisect-selftest")
+PREPARES = ("prepare", "mbox", "build", "module", "module-run", "run", "bench", "coverage", "check",
+            "stress", "bisect", "bisect-selftest", "series-check")
+BOOTS = ("run", "module-run", "bench", "coverage", "check", "stress", "bisect", "bisect-selftest",
+         "series-check")
 
 
 def preflight(args: argparse.Namespace, repo: Path, build: Path) -> None:
@@ -294,6 +313,13 @@ def dispatch(args: argparse.Namespace) -> int:
         tree, label = pipeline.prepare(repo, build, args.kernel_src, args.kernel_ref)
         print(tree.path)
         return 0
+    if args.command == "mbox":
+        if os.environ.get("KERNEL_SRC"):
+            raise DriverError("mbox exports kernel/series on the pinned base; unset KERNEL_SRC")
+        out = user_path(args.out, "--out") if args.out else build / "results" / "mbox"
+        for f in mbox.export_mbox(repo, build, out):
+            print(f)
+        return 0
     if args.command == "build":
         pipeline.build_profile(repo, build, args.profile, args.kernel_src, args.kernel_ref, args.jobs)
         return 0
@@ -338,6 +364,11 @@ def dispatch(args: argparse.Namespace) -> int:
         return bisection.step(repo, build, args.profile)
     if args.command == "bisect-selftest":
         return bisection.run_selftest(repo, build, args.runs, args.jobs, args.verbose)
+    if args.command == "series-check":
+        return series_check.run_series_check(repo, build, series_check.SeriesCheckOptions(
+            profile=args.profile, start=args.start, kernel_args=tuple(_split_args(args.kernel_args)),
+            filter_glob=args.filter, kernel_src=os.environ.get("KERNEL_SRC") or None,
+            jobs=args.jobs, echo=args.verbose))
     if args.command == "coverage":
         return coverage.run_coverage(repo, build, pipeline.RunOptions(
             profile=coverage.PROFILE, kernel_args=_split_args(args.kernel_args),

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import asdict, dataclass, field, replace
@@ -19,6 +20,7 @@ SUITE_TAG = "cgkunit-suite"
 BASE_SUITE_TAG = "cgkunit-suite-base"
 BASE_VARIANT = "base"
 HOOK_MSG = "kunit-cgroup: hook in the test suite"
+SUITE_MSG = Path("kernel") / "suite.msg"  # the hook commit's message: the suite as a patch
 SUITE_DIR = Path("lib") / "kunit-cgroup"
 KCONFIG_LINE = 'source "lib/kunit-cgroup/Kconfig"'
 MAKEFILE_LINE = "obj-$(CONFIG_CGROUP_KUNIT_TEST) += kunit-cgroup/"
@@ -425,16 +427,34 @@ def _add_suite(tree: Path) -> None:
         git(tree, "add", "-A", "-f", "--", str(SUITE_DIR))
 
 
+def hook_message(repo_root: Path) -> tuple[str, dict[str, str]]:
+    """The hook commit's message (kernel/suite.msg, else HOOK_MSG) and author: the last
+    Signed-off-by of the message, so that the commit exports as the series' last patch."""
+    p = repo_root / SUITE_MSG
+    msg = p.read_text().strip() + "\n" if p.is_file() else HOOK_MSG + "\n"
+    author = dict(AUTHOR_ENV)
+    signers = re.findall(r"^Signed-off-by: (.+?) <([^>]+)>$", msg, re.M)
+    if signers:
+        author.update(GIT_AUTHOR_NAME=signers[-1][0], GIT_AUTHOR_EMAIL=signers[-1][1])
+    return msg, author
+
+
+def _commit_message(tree: Path, commit: str) -> str:
+    return git(tree, "log", "-1", "--format=%B", commit).stdout.strip() + "\n"
+
+
 def _ensure_hook(tree: Path, suite_src: Path, series_commit: str, stamp: TreeStamp,
                  tag: str = SUITE_TAG) -> TreeStamp:
     """The stamp with the commit on series_commit that hooks the suite in (made or amended as
     needed, tagged) as its hook_commit."""
     files = suite_files(suite_src)
     dst = tree / SUITE_DIR
-    env = dict(AUTHOR_ENV, **COMMITTER_ENV)
+    msg, author = hook_message(suite_src.parent.parent)
+    env = dict(author, **COMMITTER_ENV)
+    who = f"{author['GIT_AUTHOR_NAME']} <{author['GIT_AUTHOR_EMAIL']}>"
     hook = stamp.hook_commit
     if stamp.hook_parent == series_commit and _exists(tree, hook):
-        if stamp.suite_files == files:
+        if stamp.suite_files == files and _commit_message(tree, hook) == msg:
             if rev(tree, tag) != hook:
                 git(tree, "tag", "-f", tag, hook)
             return stamp
@@ -442,13 +462,15 @@ def _ensure_hook(tree: Path, suite_src: Path, series_commit: str, stamp: TreeSta
         changed = sync_suite(suite_src, dst)
         say(f"suite files changed: {', '.join(changed) or 'none in the tree'}; amending the hook commit")
         _add_suite(tree)
-        git(tree, "commit", "-q", "--amend", "--allow-empty", "--no-verify", "-m", HOOK_MSG, env=env)
+        git(tree, "commit", "-q", "--amend", "--allow-empty", "--no-verify", "--author", who,
+            "--cleanup=verbatim", "-m", msg, env=env)
     else:
         _goto(tree, series_commit)
         hook_suite(tree, suite_src)
         git(tree, "add", "-f", *HOOKED_FILES)
         _add_suite(tree)
-        git(tree, "commit", "-q", "--allow-empty", "--no-verify", "-m", HOOK_MSG, env=env)
+        git(tree, "commit", "-q", "--allow-empty", "--no-verify", "--cleanup=verbatim", "-m", msg,
+            env=env)
     new = rev(tree, "HEAD")
     assert new
     git(tree, "tag", "-f", tag, new)

@@ -1,0 +1,116 @@
+"""mbox: the series and the suite as one patch set with a cover letter, checked to apply."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cgkunit import mbox, pipeline
+from cgkunit import tree as tr
+from cgkunit.common import DriverError
+from test_tree import env  # noqa: F401  (the fixture)
+
+SUITE_MSG = """cgroup: add the suites
+
+Body of the suite patch.
+
+Signed-off-by: Ann Maintainer <ann@example.com>
+"""
+COVER = "cgroup: the series\n\nWhat it does.\n"
+
+
+def _prepare(env_: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    def fake(repo: Path, build_root: Path, kernel_src: str | None, *a: Any, **k: Any) -> Any:
+        assert kernel_src is None
+        t = tr.prepare_tree(repo, build_root, None, str(env_["kernel"]))  # type: ignore[arg-type]
+        return t, "label"
+    monkeypatch.setattr(pipeline, "prepare", fake)
+
+
+def test_hook_message_and_author(tmp_path: Path) -> None:
+    (tmp_path / "kernel").mkdir()
+    assert tr.hook_message(tmp_path)[0] == tr.HOOK_MSG + "\n"
+    (tmp_path / "kernel" / "suite.msg").write_text(SUITE_MSG + "\n\n")
+    msg, author = tr.hook_message(tmp_path)
+    assert msg == SUITE_MSG
+    assert (author["GIT_AUTHOR_NAME"], author["GIT_AUTHOR_EMAIL"]) == ("Ann Maintainer", "ann@example.com")
+    assert author["GIT_AUTHOR_DATE"] == tr.FIXED_DATE
+
+
+def test_mbox_writes_series_suite_and_cover(env: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    repo = env["repo"]
+    (repo / "kernel" / "suite.msg").write_text(SUITE_MSG)
+    (repo / "kernel" / "cover.msg").write_text(COVER)
+    _prepare(env, monkeypatch)
+    out = env["build"] / "results" / "mbox"
+    files = mbox.export_mbox(repo, env["build"], out)
+    assert [f.name[:4] for f in files] == ["0000", "0001", "0002", "0003"]
+    cover = files[0].read_text()
+    assert "Subject: [PATCH 0/3] cgroup: the series" in cover and "What it does." in cover
+    assert "*** " not in cover and "base-commit: " in cover
+    suite = files[3].read_text()
+    assert "From: Ann Maintainer <ann@example.com>" in suite
+    assert "Subject: [PATCH 3/3] cgroup: add the suites" in suite
+    assert "lib/kunit-cgroup/x.c" in suite and "x.o" not in suite.split("---", 1)[1].split("\n")[0]
+    # a second export replaces the first with the same files
+    assert mbox.export_mbox(repo, env["build"], out) == files
+
+
+def test_mbox_amends_the_hook_when_the_message_changes(env: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    repo = env["repo"]
+    (repo / "kernel" / "cover.msg").write_text(COVER)
+    _prepare(env, monkeypatch)
+    out = env["build"] / "mb"
+    first = mbox.export_mbox(repo, env["build"], out)[3].read_text()
+    assert f"Subject: [PATCH 3/3] {tr.HOOK_MSG}" in first
+    (repo / "kernel" / "suite.msg").write_text(SUITE_MSG)
+    again = mbox.export_mbox(repo, env["build"], out)[3].read_text()
+    assert "Subject: [PATCH 3/3] cgroup: add the suites" in again
+
+
+def test_apply_check_catches_a_patch_that_does_not_apply(env: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    repo = env["repo"]
+    (repo / "kernel" / "cover.msg").write_text(COVER)
+    _prepare(env, monkeypatch)
+    out = env["build"] / "mb"
+    files = mbox.export_mbox(repo, env["build"], out)
+    t = tr.prepare_tree(repo, env["build"], None, str(env["kernel"]))  # type: ignore[arg-type]
+    broken = files[1].read_text().replace("-ucount line 240\n", "-ucount line 241\n")
+    files[1].write_text(broken)
+    with pytest.raises(DriverError, match=r"^0001-.*\.patch does not apply on the base: "):
+        mbox.apply_check(t.path, t.base_commit, t.head_commit, files[1:])
+    with pytest.raises(DriverError, match="not the prepared tree's"):
+        mbox.apply_check(t.path, t.base_commit, t.head_commit, files[2:3])
+
+
+@pytest.mark.parametrize("text, why", [
+    (None, "kernel/cover.msg is missing"),
+    ("subject only\n", "want a subject line, a blank line, then the text"),
+    ("\n\nbody\n", "want a subject line"),
+])
+def test_cover_msg_errors(tmp_path: Path, text: str | None, why: str) -> None:
+    (tmp_path / "kernel").mkdir()
+    if text is not None:
+        (tmp_path / "kernel" / "cover.msg").write_text(text)
+    with pytest.raises(DriverError, match=why):
+        mbox.cover_text(tmp_path)
+
+
+def test_fill_cover() -> None:
+    letter = "Subject: [PATCH 0/2] *** SUBJECT HERE ***\n\n*** BLURB HERE ***\n\nA (2):\n"
+    assert mbox.fill_cover(letter, "S", "B") == "Subject: [PATCH 0/2] S\n\nB\n\nA (2):\n"
+    with pytest.raises(DriverError, match="without its placeholders"):
+        mbox.fill_cover("Subject: x\n", "S", "B")
+
+
+def test_real_cover_and_suite_messages_are_kernel_style() -> None:
+    repo = Path(__file__).resolve().parents[3]
+    subject, body = mbox.cover_text(repo)
+    msg, author = tr.hook_message(repo)
+    assert author["GIT_AUTHOR_NAME"] != tr.AUTHOR_ENV["GIT_AUTHOR_NAME"]
+    for text in (subject + "\n\n" + body, msg):
+        first = text.splitlines()[0]
+        assert len(first) <= 75, first
+        assert all(len(line) <= 75 for line in text.splitlines()
+                   if not line.startswith("Signed-off-by: ")), text
