@@ -652,7 +652,14 @@ static void fk_check_ucounts(struct fk_case *c)
 {
 	struct kunit *test = c->test;
 
-	CGK_EXPECT_EXERCISED(test, atomic_long_read(&c->max_pending), "no signal was ever queued");
+	/*
+	 * A signal is charged when it is queued, but a victim may dequeue it,
+	 * or drop it for a kill that came first, before the sender reads the
+	 * charge: in a run starved of CPU time no charge may ever be seen.
+	 */
+	CGK_EXPECT_EXERCISED(test, atomic_long_read(&c->signals), "no signal was ever sent");
+	if (atomic_long_read(&c->signals) && !atomic_long_read(&c->max_pending))
+		kunit_info(test, "no signal was seen queued: each was dequeued or dropped first\n");
 	if (!cgk_wait_for(fk_uncharged, c, FK_SETTLE_TIMEOUT_MS))
 		KUNIT_FAIL(test,
 			   "%ld pending signals and %ld tasks still charged to the victims' user %d ms after",
