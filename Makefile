@@ -52,10 +52,10 @@ help:
 	@echo "make bisect-selftest  bisect a throwaway tree with a known culprit (not in make test:"
 	@echo "              6 to 14 minutes of builds and boots)"
 	@echo "make series-check  build and boot every commit of kernel/series on its own [PROFILE=]"
-	@echo "make mbox      kernel/series and the suite as one patch set for git am (build/results/mbox)"
 	@echo "              [FROM=<patch>] [KERNEL_ARGS=] [FILTER=]: a table of builds and KUnit totals"
 	@echo "              (not in make test: per commit ~1-2 min build + the suite's run, 4-5 min"
 	@echo "              at full length; KERNEL_ARGS defaults to cgroup_kunit.duration_ms=200)"
+	@echo "make mbox      kernel/series and the suite as one patch set for git am (build/results/mbox)"
 	@echo "make clean    remove build/ (sources, trees, build dirs, results)"
 
 deps:

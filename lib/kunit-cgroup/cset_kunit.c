@@ -98,12 +98,21 @@ enum cs_flags {
 	CS_CTRL_HOT	= BIT(2),	/* ... often, and the case needs them */
 };
 
-/* Worker roles, one letter each in a case's pattern (see cs_role()). */
+/* What a worker does; a variant gives the roles in turn (see cs_role()). */
 enum cs_role {
-	CS_MIGRATE,	/* 'M' */
-	CS_READ,	/* 'R' */
-	CS_GETPUT,	/* 'G' */
-	CS_RMDIR,	/* 'X': worker 0 only, the others migrate */
+	CS_MIGRATE,
+	CS_READ,
+	CS_GETPUT,
+	CS_RMDIR,	/* in roles[0] only: worker 0, if it has company */
+};
+
+#define CS_NR_ROLES		4	/* worker i has roles[i % CS_NR_ROLES] */
+
+/* A case: what it races, the victims' and migrators' flags, the roles. */
+struct cs_variant {
+	const char *desc;
+	unsigned long flags;
+	enum cs_role roles[CS_NR_ROLES];
 };
 
 /* A shared reference on a css_set that get/put workers fight over. */
@@ -114,8 +123,8 @@ struct cs_slot {
 
 struct cs_case {
 	struct kunit *test;
-	unsigned long flags;
-	const char *roles;
+	const struct cs_variant *v;
+	unsigned long flags;		/* v->flags */
 	struct cgk_tree tree;		/* the rmdir worker removes its leaf */
 	struct cgk_herd *herd;
 	struct cs_slot slots[CS_NR_SLOTS];
@@ -151,28 +160,23 @@ static const struct cs_controller {
 
 static enum cs_role cs_role(const struct cs_case *c, const struct cgk_worker *w)
 {
-	switch (c->roles[w->index % strlen(c->roles)]) {
-	case 'R':
-		return CS_READ;
-	case 'G':
-		return CS_GETPUT;
-	case 'X':
-		/* A lone worker migrates: there is nothing to remove without. */
-		return w->index || w->gang->nr == 1 ? CS_MIGRATE : CS_RMDIR;
-	default:
+	enum cs_role role = c->v->roles[w->index % CS_NR_ROLES];
+
+	/* A lone worker migrates: there is nothing to remove without. */
+	if (role == CS_RMDIR && (w->index || w->gang->nr == 1))
 		return CS_MIGRATE;
-	}
+	return role;
 }
 
 /* Whether a gang of @nr workers has someone in @role. */
-static bool cs_has_role(const char *roles, unsigned int nr, char role)
+static bool cs_has_role(const struct cs_variant *v, unsigned int nr, enum cs_role role)
 {
 	unsigned int i;
 
-	if (role == 'X')
-		return roles[0] == 'X' && nr > 1;
-	for (i = 0; i < nr && roles[i]; i++) {
-		if (roles[i] == role)
+	if (role == CS_RMDIR)
+		return v->roles[0] == CS_RMDIR && nr > 1;
+	for (i = 0; i < nr && i < CS_NR_ROLES; i++) {
+		if (v->roles[i] == role)
 			return true;
 	}
 	return false;
@@ -406,7 +410,7 @@ static void cs_migrate_step(struct cgk_worker *w)
 {
 	struct cs_case *c = w->gang->data;
 	struct cgk_victim *v = &c->herd->victims[cgk_rand(w, c->herd->nr)];
-	bool rmdir = cs_has_role(c->roles, w->gang->nr, 'X');
+	bool rmdir = cs_has_role(c->v, w->gang->nr, CS_RMDIR);
 	unsigned int odds = (c->flags & CS_CTRL_HOT) ? 4 : 32;
 	unsigned int t;
 	struct cgroup *to;
@@ -597,8 +601,8 @@ static void cs_enable_controllers(struct cs_case *c)
 	}
 }
 
-static struct cs_case *cs_setup(struct kunit *test, unsigned long flags,
-				const char *roles, unsigned int nr_victims)
+static struct cs_case *cs_setup(struct kunit *test, const struct cs_variant *v,
+				unsigned int nr_victims)
 {
 	struct css_set_check_for_test res;
 	struct cs_case *c;
@@ -608,13 +612,13 @@ static struct cs_case *cs_setup(struct kunit *test, unsigned long flags,
 	c = kunit_kzalloc(test, sizeof(*c), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, c);
 	c->test = test;
-	c->flags = flags;
-	c->roles = roles;
+	c->v = v;
+	c->flags = v->flags;
 	mutex_init(&c->ctrl_lock);
 	for (i = 0; i < CS_NR_SLOTS; i++)
 		spin_lock_init(&c->slots[i].lock);
 	atomic_long_set(&c->next_check, jiffies);
-	c->herd = cgk_herd_alloc(test, nr_victims, (flags & CS_FORK) ? CGK_VICTIM_FORK : 0);
+	c->herd = cgk_herd_alloc(test, nr_victims, (c->flags & CS_FORK) ? CGK_VICTIM_FORK : 0);
 	KUNIT_ASSERT_NOT_NULL(test, c->herd);
 
 	KUNIT_ASSERT_EQ_MSG(test, cgroup_check_css_sets_for_test(&res, buf, sizeof(buf)),
@@ -624,7 +628,7 @@ static struct cs_case *cs_setup(struct kunit *test, unsigned long flags,
 	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, cs_teardown, c));
 
 	cs_enable_root_controllers(c);
-	cgk_tree_create(test, &c->tree, "cset", roles[0] == 'X');
+	cgk_tree_create(test, &c->tree, "cset", v->roles[0] == CS_RMDIR);
 	cs_enable_controllers(c);
 
 	for (i = 0; i < nr_victims; i++) {
@@ -687,8 +691,9 @@ static void cs_check_accounting(struct cs_case *c, const char *when)
 
 /* ---- the cases ---------------------------------------------------------- */
 
-static void cs_run(struct kunit *test, unsigned long flags, const char *roles)
+static void cs_run(struct kunit *test, const struct cs_variant *v)
 {
+	unsigned long flags = v->flags;
 	unsigned int nr = cgk_param_threads(test);
 	struct css_set_check_for_test res;
 	char buf[CGK_FAILURE_LEN];
@@ -696,7 +701,8 @@ static void cs_run(struct kunit *test, unsigned long flags, const char *roles)
 	struct cgk_gang *gang;
 	struct cs_case *c;
 
-	c = cs_setup(test, flags, roles, max(nr / 2, 2U) + 2);
+	kunit_info(test, "%s\n", v->desc);
+	c = cs_setup(test, v, max(nr / 2, 2U) + 2);
 	if ((flags & CS_CTRL_HOT) && !c->nr_ctrl)
 		kunit_skip(test, "neither the memory nor the pids controller is available");
 
@@ -716,9 +722,9 @@ static void cs_run(struct kunit *test, unsigned long flags, const char *roles)
 		   atomic_long_read(&c->checks));
 
 	CGK_EXPECT_EXERCISED(test, atomic_long_read(&c->migrated), "no migration succeeded");
-	if (cs_has_role(roles, nr, 'R'))
+	if (cs_has_role(v, nr, CS_READ))
 		CGK_EXPECT_EXERCISED(test, atomic_long_read(&c->reads), "no RCU read");
-	if (cs_has_role(roles, nr, 'G'))
+	if (cs_has_role(v, nr, CS_GETPUT))
 		CGK_EXPECT_EXERCISED(test, atomic_long_read(&c->gets), "no css_set get");
 	if (flags & CS_FORK)
 		CGK_EXPECT_EXERCISED(test, forks, "the victims never forked");
@@ -729,7 +735,7 @@ static void cs_run(struct kunit *test, unsigned long flags, const char *roles)
 	/* Victims are idle from here on; their children finish exiting. */
 	cgk_herd_stop_forking(c->herd);
 	cs_check_accounting(c, "after the workers stopped");
-	if (cs_has_role(roles, nr, 'X'))
+	if (cs_has_role(v, nr, CS_RMDIR))
 		cs_check_rmdir_last_put(c);
 
 	kunit_release_action(test, cs_teardown, c);
@@ -741,40 +747,74 @@ static void cs_run(struct kunit *test, unsigned long flags, const char *roles)
 			    res.nr_hashed, c->base_hashed);
 }
 
-/* Migrations create and release sets under RCU readers. */
+/*
+ * The variants, one case each so that a filter names them: the flags of
+ * the victims and migrators, and the workers' roles in turn.
+ */
+static const struct cs_variant cs_migrate_churn = {
+	.desc = "migrations create and release sets under RCU readers",
+	.flags = CS_CTRL,
+	.roles = { CS_MIGRATE, CS_READ, CS_MIGRATE, CS_MIGRATE },
+};
+
+static const struct cs_variant cs_fork_exit = {
+	.desc = "victims fork children that exit: sets released from the exit path",
+	.flags = CS_FORK,
+	.roles = { CS_MIGRATE, CS_READ, CS_MIGRATE, CS_MIGRATE },
+};
+
+static const struct cs_variant cs_shared_get_put = {
+	.desc = "several workers get and put references on the same sets",
+	.flags = CS_FORK,
+	.roles = { CS_MIGRATE, CS_GETPUT, CS_GETPUT, CS_READ },
+};
+
+static const struct cs_variant cs_rmdir_last_put = {
+	.desc = "a leaf is removed while its sets are referenced and being released",
+	.flags = CS_FORK,
+	.roles = { CS_RMDIR, CS_MIGRATE, CS_GETPUT, CS_READ },
+};
+
+static const struct cs_variant cs_controller_churn = {
+	.desc = "controllers come and go below a0 and a1, moving every task to new sets",
+	.flags = CS_CTRL | CS_CTRL_HOT,
+	.roles = { CS_MIGRATE, CS_READ, CS_MIGRATE, CS_GETPUT },
+};
+
+static const struct cs_variant cs_everything = {
+	.desc = "everything at once",
+	.flags = CS_FORK | CS_CTRL,
+	.roles = { CS_RMDIR, CS_MIGRATE, CS_READ, CS_GETPUT },
+};
+
 static void cset_migrate_churn(struct kunit *test)
 {
-	cs_run(test, CS_CTRL, "MRMM");
+	cs_run(test, &cs_migrate_churn);
 }
 
-/* Victims fork children that exit: sets released from the exit path. */
 static void cset_fork_exit(struct kunit *test)
 {
-	cs_run(test, CS_FORK, "MRMM");
+	cs_run(test, &cs_fork_exit);
 }
 
-/* Several workers get and put references on the same sets. */
 static void cset_shared_get_put(struct kunit *test)
 {
-	cs_run(test, CS_FORK, "MGGR");
+	cs_run(test, &cs_shared_get_put);
 }
 
-/* A leaf is removed while its sets are referenced and being released. */
 static void cset_rmdir_last_put(struct kunit *test)
 {
-	cs_run(test, CS_FORK, "XMGR");
+	cs_run(test, &cs_rmdir_last_put);
 }
 
-/* Controllers come and go below a0 and a1, moving every task to new sets. */
 static void cset_controller_churn(struct kunit *test)
 {
-	cs_run(test, CS_CTRL | CS_CTRL_HOT, "MRMG");
+	cs_run(test, &cs_controller_churn);
 }
 
-/* Everything at once. */
 static void cset_everything(struct kunit *test)
 {
-	cs_run(test, CS_FORK | CS_CTRL, "XMRG");
+	cs_run(test, &cs_everything);
 }
 
 /* Each case takes its time bound plus the teardown: KUnit calls that slow. */

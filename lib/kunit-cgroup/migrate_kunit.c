@@ -483,8 +483,15 @@ static void mg_report_latency(struct mg_case *c)
 
 /* ---- the cases ---------------------------------------------------------- */
 
-static void mg_run(struct kunit *test, unsigned long flags)
+/* A case: what it races and the flags that make it. */
+struct mg_variant {
+	const char *desc;
+	unsigned long flags;
+};
+
+static void mg_run(struct kunit *test, const struct mg_variant *v)
 {
+	unsigned long flags = v->flags;
 	unsigned int nr = cgk_param_threads(test);
 	unsigned long forks, thread_forks;
 	struct cgk_cpus *cpus = NULL;
@@ -495,6 +502,7 @@ static void mg_run(struct kunit *test, unsigned long flags)
 		kunit_skip(test, "favordynmods is %s in this boot",
 			   cgroup_enable_per_threadgroup_rwsem ? "on" : "off");
 
+	kunit_info(test, "%s\n", v->desc);
 	c = mg_setup(test, flags, (flags & MG_HOT) ? 2 : max(nr, 2U));
 	gang = cgk_gang_create(test, nr, &mg_gang_ops, c);
 	KUNIT_ASSERT_NOT_NULL(test, gang);
@@ -541,56 +549,93 @@ static void mg_run(struct kunit *test, unsigned long flags)
 	cgk_expect_baseline(test, &c->base, MG_SETTLE_TIMEOUT_MS);
 }
 
-/* Sleeping victims: migrations race each other only. */
-static void migrate_idle(struct kunit *test)
-{
-	mg_run(test, 0);
-}
+/*
+ * The variants, one case each so that a filter names them: what the
+ * victims and the workers do besides migrating.
+ */
+static const struct mg_variant mg_idle = {
+	.desc = "sleeping victims: migrations race each other only",
+	.flags = 0,
+};
 
-/* Victims fork and reap children while they are being migrated. */
-static void migrate_fork_churn(struct kunit *test)
-{
-	mg_run(test, MG_FORK);
-}
+static const struct mg_variant mg_fork_churn = {
+	.desc = "victims fork and reap children while they are being migrated",
+	.flags = MG_FORK,
+};
 
-/* The whole gang fights over two forking victims. */
-static void migrate_hot_victims(struct kunit *test)
-{
-	mg_run(test, MG_FORK | MG_HOT);
-}
+static const struct mg_variant mg_hot_victims = {
+	.desc = "the whole gang fights over two forking victims",
+	.flags = MG_FORK | MG_HOT,
+};
 
-/* A leaf is removed and re-created while migrations target it. */
-static void migrate_rmdir_race(struct kunit *test)
-{
-	mg_run(test, MG_FORK | MG_RMDIR);
-}
+static const struct mg_variant mg_rmdir_race = {
+	.desc = "a leaf is removed and re-created while migrations target it",
+	.flags = MG_FORK | MG_RMDIR,
+};
 
-/* A quarter of the migrations fail at MIGRATING and must roll back. */
-static void migrate_injected_failure(struct kunit *test)
-{
-	mg_run(test, MG_FORK | MG_INJECT);
-}
+static const struct mg_variant mg_injected_failure = {
+	.desc = "a quarter of the migrations fail at MIGRATING and must roll back",
+	.flags = MG_FORK | MG_INJECT,
+};
 
-/* Victims are thread groups that keep adding threads that exit. */
-static void migrate_threadgroups(struct kunit *test)
-{
-	mg_run(test, MG_FORK | MG_THREADS);
-}
+static const struct mg_variant mg_threadgroups = {
+	.desc = "victims are thread groups that keep adding threads that exit",
+	.flags = MG_FORK | MG_THREADS,
+};
 
 /*
  * Workers keep being moved between CPUs and, where the kernel has CPU
  * hotplug, CPUs go offline and come back: the attach lock takes
  * cpus_read_lock() against the hotplug thread's cpus_write_lock().
  */
-static void migrate_cpu_hotplug(struct kunit *test)
+static const struct mg_variant mg_cpu_hotplug = {
+	.desc = "workers shuffled between CPUs that go offline and come back",
+	.flags = MG_FORK | MG_CPUS,
+};
+
+static const struct mg_variant mg_everything = {
+	.desc = "everything at once",
+	.flags = MG_FORK | MG_THREADS | MG_RMDIR | MG_INJECT,
+};
+
+static void migrate_idle(struct kunit *test)
 {
-	mg_run(test, MG_FORK | MG_CPUS);
+	mg_run(test, &mg_idle);
 }
 
-/* Everything at once. */
+static void migrate_fork_churn(struct kunit *test)
+{
+	mg_run(test, &mg_fork_churn);
+}
+
+static void migrate_hot_victims(struct kunit *test)
+{
+	mg_run(test, &mg_hot_victims);
+}
+
+static void migrate_rmdir_race(struct kunit *test)
+{
+	mg_run(test, &mg_rmdir_race);
+}
+
+static void migrate_injected_failure(struct kunit *test)
+{
+	mg_run(test, &mg_injected_failure);
+}
+
+static void migrate_threadgroups(struct kunit *test)
+{
+	mg_run(test, &mg_threadgroups);
+}
+
+static void migrate_cpu_hotplug(struct kunit *test)
+{
+	mg_run(test, &mg_cpu_hotplug);
+}
+
 static void migrate_everything(struct kunit *test)
 {
-	mg_run(test, MG_FORK | MG_THREADS | MG_RMDIR | MG_INJECT);
+	mg_run(test, &mg_everything);
 }
 
 static int mg_global_suite_init(struct kunit_suite *suite)
