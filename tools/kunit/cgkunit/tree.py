@@ -24,6 +24,9 @@ SUITE_MSG = Path("kernel") / "suite.msg"  # the hook commit's message: the suite
 SUITE_DIR = Path("lib") / "kunit-cgroup"
 KCONFIG_LINE = 'source "lib/kunit-cgroup/Kconfig"'
 MAKEFILE_LINE = "obj-$(CONFIG_CGROUP_KUNIT_TEST) += kunit-cgroup/"
+MAINTAINERS = "MAINTAINERS"
+MAINTAINERS_SECTION = "CONTROL GROUP (CGROUP)"  # the suite is cgroup's to maintain
+MAINTAINERS_LINE = "F:\tlib/kunit-cgroup/"
 LINUX_MARKERS = ("Makefile", "kernel/cgroup/cgroup.c", "tools/testing/kunit/kunit.py")
 FIXED_DATE = "2000-01-01T00:00:00+00:00"
 COMMITTER_ENV = {"GIT_COMMITTER_NAME": "cgkunit", "GIT_COMMITTER_EMAIL": "cgkunit@localhost",
@@ -221,6 +224,35 @@ def ensure_line(path: Path, line: str) -> bool:
     return True
 
 
+def with_maintainers_line(text: str) -> str:
+    """MAINTAINERS text with the suite's F: line added to the cgroup section, where its F: lines
+    keep their order; text itself when the line or the section is missing."""
+    lines = text.split("\n")
+    if MAINTAINERS_LINE in lines or MAINTAINERS_SECTION not in lines:
+        return text
+    start = lines.index(MAINTAINERS_SECTION) + 1
+    end = start
+    while end < len(lines) and lines[end].strip():
+        end += 1
+    files = [i for i in range(start, end) if lines[i].startswith("F:\t")]
+    later = [i for i in files if lines[i] > MAINTAINERS_LINE]
+    pos = later[0] if later else (files[-1] + 1 if files else end)
+    return "\n".join(lines[:pos] + [MAINTAINERS_LINE] + lines[pos:])
+
+
+def ensure_maintainers(tree: Path) -> bool:
+    """Add the suite's F: line to tree's MAINTAINERS (if it has one and lacks the line)."""
+    path = tree / MAINTAINERS
+    if not path.is_file():
+        return False
+    text = path.read_text()
+    new = with_maintainers_line(text)
+    if new == text:
+        return False
+    path.write_text(new)
+    return True
+
+
 # --- KERNEL_SRC --------------------------------------------------------------
 
 def check_outside_build(src: Path, build_root: Path, tag: str) -> None:
@@ -414,11 +446,23 @@ HOOKED_FILES = ("lib/Kconfig.debug", "lib/Makefile")  # the kernel files the hoo
 
 def hook_suite(tree: Path, suite_src: Path) -> list[str]:
     """Hook the suite into tree's work tree (nothing committed): its files in lib/kunit-cgroup,
-    its Kconfig and Makefile lines in lib/; the suite files that changed."""
+    its Kconfig and Makefile lines in lib/, its MAINTAINERS line; the suite files that
+    changed."""
     changed = sync_suite(suite_src, tree / SUITE_DIR)
     for name, line in zip(HOOKED_FILES, (KCONFIG_LINE, MAKEFILE_LINE)):
         ensure_line(tree / name, line)
+    ensure_maintainers(tree)
     return changed
+
+
+def _hooked_files(tree: Path) -> list[str]:
+    return list(HOOKED_FILES) + ([MAINTAINERS] if (tree / MAINTAINERS).is_file() else [])
+
+
+def _maintainers_hooked(tree: Path, commit: str) -> bool:
+    """Whether commit's MAINTAINERS already has the suite's line (or cannot have it)."""
+    proc = git(tree, "show", f"{commit}:{MAINTAINERS}", check=False)
+    return proc.returncode != 0 or with_maintainers_line(proc.stdout) == proc.stdout
 
 
 def _add_suite(tree: Path) -> None:
@@ -448,26 +492,27 @@ def _ensure_hook(tree: Path, suite_src: Path, series_commit: str, stamp: TreeSta
     """The stamp with the commit on series_commit that hooks the suite in (made or amended as
     needed, tagged) as its hook_commit."""
     files = suite_files(suite_src)
-    dst = tree / SUITE_DIR
     msg, author = hook_message(suite_src.parent.parent)
     env = dict(author, **COMMITTER_ENV)
     who = f"{author['GIT_AUTHOR_NAME']} <{author['GIT_AUTHOR_EMAIL']}>"
     hook = stamp.hook_commit
     if stamp.hook_parent == series_commit and _exists(tree, hook):
-        if stamp.suite_files == files and _commit_message(tree, hook) == msg:
+        if (stamp.suite_files == files and _commit_message(tree, hook) == msg
+                and _maintainers_hooked(tree, hook)):
             if rev(tree, tag) != hook:
                 git(tree, "tag", "-f", tag, hook)
             return stamp
         _goto(tree, hook)
-        changed = sync_suite(suite_src, dst)
+        changed = hook_suite(tree, suite_src)
         say(f"suite files changed: {', '.join(changed) or 'none in the tree'}; amending the hook commit")
+        git(tree, "add", "-f", *_hooked_files(tree))
         _add_suite(tree)
         git(tree, "commit", "-q", "--amend", "--allow-empty", "--no-verify", "--author", who,
             "--cleanup=verbatim", "-m", msg, env=env)
     else:
         _goto(tree, series_commit)
         hook_suite(tree, suite_src)
-        git(tree, "add", "-f", *HOOKED_FILES)
+        git(tree, "add", "-f", *_hooked_files(tree))
         _add_suite(tree)
         git(tree, "commit", "-q", "--allow-empty", "--no-verify", "--cleanup=verbatim", "-m", msg,
             env=env)

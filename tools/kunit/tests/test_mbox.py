@@ -9,6 +9,7 @@ import pytest
 from cgkunit import mbox, pipeline
 from cgkunit import tree as tr
 from cgkunit.common import DriverError
+import test_tree as tt
 from test_tree import env  # noqa: F401  (the fixture)
 
 SUITE_MSG = """cgroup: add the suites
@@ -114,3 +115,55 @@ def test_real_cover_and_suite_messages_are_kernel_style() -> None:
         assert len(first) <= 75, first
         assert all(len(line) <= 75 for line in text.splitlines()
                    if not line.startswith("Signed-off-by: ")), text
+
+
+# The cgroup section as 7.3's MAINTAINERS has it, between two neighbours.
+MAINTAINERS_7_3 = """CONTEXT TRACKING
+M:\tFrederic Weisbecker <frederic@kernel.org>
+S:\tMaintained
+
+CONTROL GROUP (CGROUP)
+M:\tTejun Heo <tj@kernel.org>
+L:\tcgroups@vger.kernel.org
+S:\tMaintained
+T:\tgit git://git.kernel.org/pub/scm/linux/kernel/git/tj/cgroup.git
+F:\tDocumentation/admin-guide/cgroup-v1/
+F:\tDocumentation/admin-guide/cgroup-v2.rst
+F:\tinclude/linux/cgroup*
+F:\tkernel/cgroup/
+F:\ttools/testing/selftests/cgroup/
+
+CONTROL GROUP - BLOCK IO CONTROLLER (BLKIO)
+F:\tblock/blk-cgroup.c
+"""
+
+
+def test_maintainers_line_goes_in_order_into_the_cgroup_section() -> None:
+    new = tr.with_maintainers_line(MAINTAINERS_7_3)
+    assert new.replace("F:\tlib/kunit-cgroup/\n", "", 1) == MAINTAINERS_7_3
+    assert "F:\tkernel/cgroup/\nF:\tlib/kunit-cgroup/\nF:\ttools/testing/selftests/cgroup/\n" in new
+    assert tr.with_maintainers_line(new) == new
+    last = MAINTAINERS_7_3.replace("F:\ttools/testing/selftests/cgroup/\n", "")
+    assert "F:\tkernel/cgroup/\nF:\tlib/kunit-cgroup/\n\nCONTROL GROUP - BLOCK" in tr.with_maintainers_line(last)
+    other = MAINTAINERS_7_3.replace("CONTROL GROUP (CGROUP)", "CONTROL GROUPS")
+    assert tr.with_maintainers_line(other) == other
+
+
+def test_mbox_suite_patch_adds_the_maintainers_line(env: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    kernel = env["kernel"]
+    (kernel / "MAINTAINERS").write_text(MAINTAINERS_7_3)
+    tt.git(kernel, "add", "MAINTAINERS")
+    tt.git(kernel, "commit", "-q", "-m", "maintainers")
+    repo = env["repo"]
+    (repo / "kernel" / "cover.msg").write_text(COVER)
+    _prepare(env, monkeypatch)
+    out = env["build"] / "mb"
+    # a hook commit made before the line existed is amended to carry it
+    monkeypatch.setattr(tr, "ensure_maintainers", lambda tree: False)
+    before = mbox.export_mbox(repo, env["build"], out)[3].read_text()
+    assert "MAINTAINERS" not in before
+    monkeypatch.undo()
+    _prepare(env, monkeypatch)
+    suite = mbox.export_mbox(repo, env["build"], out)[3].read_text()
+    assert " MAINTAINERS " in suite and "+F:\tlib/kunit-cgroup/\n" in suite
+    assert "+F:\tlib/kunit-cgroup/\n F:\ttools/testing/selftests/cgroup/\n" in suite
