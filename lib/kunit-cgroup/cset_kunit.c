@@ -124,7 +124,6 @@ struct cs_slot {
 struct cs_case {
 	struct kunit *test;
 	const struct cs_variant *v;
-	unsigned long flags;		/* v->flags */
 	struct cgk_tree tree;		/* the rmdir worker removes its leaf */
 	struct cgk_herd *herd;
 	struct cs_slot slots[CS_NR_SLOTS];
@@ -295,7 +294,7 @@ static void cs_read_step(struct cgk_worker *w)
 {
 	struct cs_case *c = w->gang->data;
 	struct cgk_victim *v = &c->herd->victims[cgk_rand(w, c->herd->nr)];
-	bool child = (c->flags & CS_FORK) && !cgk_rand(w, 4);
+	bool child = (c->v->flags & CS_FORK) && !cgk_rand(w, 4);
 	struct task_struct *task;
 
 	rcu_read_lock();
@@ -411,12 +410,12 @@ static void cs_migrate_step(struct cgk_worker *w)
 	struct cs_case *c = w->gang->data;
 	struct cgk_victim *v = &c->herd->victims[cgk_rand(w, c->herd->nr)];
 	bool rmdir = cs_has_role(c->v, w->gang->nr, CS_RMDIR);
-	unsigned int odds = (c->flags & CS_CTRL_HOT) ? 4 : 32;
+	unsigned int odds = (c->v->flags & CS_CTRL_HOT) ? 4 : 32;
 	unsigned int t;
 	struct cgroup *to;
 	int ret;
 
-	if ((c->flags & CS_CTRL) && c->nr_ctrl && !cgk_rand(w, odds)) {
+	if ((c->v->flags & CS_CTRL) && c->nr_ctrl && !cgk_rand(w, odds)) {
 		cs_toggle_step(w);
 		return;
 	}
@@ -613,12 +612,11 @@ static struct cs_case *cs_setup(struct kunit *test, const struct cs_variant *v,
 	KUNIT_ASSERT_NOT_NULL(test, c);
 	c->test = test;
 	c->v = v;
-	c->flags = v->flags;
 	mutex_init(&c->ctrl_lock);
 	for (i = 0; i < CS_NR_SLOTS; i++)
 		spin_lock_init(&c->slots[i].lock);
 	atomic_long_set(&c->next_check, jiffies);
-	c->herd = cgk_herd_alloc(test, nr_victims, (c->flags & CS_FORK) ? CGK_VICTIM_FORK : 0);
+	c->herd = cgk_herd_alloc(test, nr_victims, (c->v->flags & CS_FORK) ? CGK_VICTIM_FORK : 0);
 	KUNIT_ASSERT_NOT_NULL(test, c->herd);
 
 	KUNIT_ASSERT_EQ_MSG(test, cgroup_check_css_sets_for_test(&res, buf, sizeof(buf)),
