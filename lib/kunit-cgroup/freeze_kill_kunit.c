@@ -225,10 +225,19 @@ static const char *fk_check_states(struct fk_case *c, unsigned int *victim)
  */
 static void fk_describe(struct task_struct *task, char *buf, size_t len)
 {
-	snprintf(buf, len, "state %#x, jobctl %#lx, %sfrozen, %s",
+	bool sigkill, group_exit;
+
+	/* Unlocked peek at a stuck task's signals: a hint for the message */
+	sigkill = data_race(sigismember(&task->pending.signal, SIGKILL) ||
+			    sigismember(&task->signal->shared_pending.signal, SIGKILL));
+	/* Likewise: whether its group is on the way out */
+	group_exit = data_race(task->signal->flags & SIGNAL_GROUP_EXIT);
+	snprintf(buf, len, "state %#x, jobctl %#lx, %sfrozen, %s, %s%s",
 		 READ_ONCE(task->__state), READ_ONCE(task->jobctl),
 		 fk_task_frozen(task) ? "" : "not ",
-		 READ_ONCE(task->exit_state) ? "exited" : "alive");
+		 READ_ONCE(task->exit_state) ? "exited" : "alive",
+		 sigkill ? "SIGKILL pending" : "no SIGKILL",
+		 group_exit ? ", group exit" : "");
 	sched_show_task(task);
 }
 
