@@ -446,12 +446,11 @@ HOOKED_FILES = ("lib/Kconfig.debug", "lib/Makefile")  # the kernel files the hoo
 
 def hook_suite(tree: Path, suite_src: Path) -> list[str]:
     """Hook the suite into tree's work tree (nothing committed): its files in lib/kunit-cgroup,
-    its Kconfig and Makefile lines in lib/, its MAINTAINERS line; the suite files that
-    changed."""
+    its Kconfig and Makefile lines in lib/; the suite files that changed. What builds it, and
+    all that series-check and bisect hook onto each commit (the hook commit adds MAINTAINERS)."""
     changed = sync_suite(suite_src, tree / SUITE_DIR)
     for name, line in zip(HOOKED_FILES, (KCONFIG_LINE, MAKEFILE_LINE)):
         ensure_line(tree / name, line)
-    ensure_maintainers(tree)
     return changed
 
 
@@ -503,7 +502,8 @@ def _ensure_hook(tree: Path, suite_src: Path, series_commit: str, stamp: TreeSta
                 git(tree, "tag", "-f", tag, hook)
             return stamp
         _goto(tree, hook)
-        changed = hook_suite(tree, suite_src)
+        changed = sync_suite(suite_src, tree / SUITE_DIR)
+        ensure_maintainers(tree)
         say(f"suite files changed: {', '.join(changed) or 'none in the tree'}; amending the hook commit")
         git(tree, "add", "-f", *_hooked_files(tree))
         _add_suite(tree)
@@ -512,6 +512,7 @@ def _ensure_hook(tree: Path, suite_src: Path, series_commit: str, stamp: TreeSta
     else:
         _goto(tree, series_commit)
         hook_suite(tree, suite_src)
+        ensure_maintainers(tree)
         git(tree, "add", "-f", *_hooked_files(tree))
         _add_suite(tree)
         git(tree, "commit", "-q", "--allow-empty", "--no-verify", "--cleanup=verbatim", "-m", msg,
