@@ -16,6 +16,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from . import procs
 from . import report as rp
 from .common import DriverError, HEARTBEAT_S, read_json, run_logged, say, write_json
 from .params import (DEFAULT_DURATION_MS, DURATION, DYNMODS, DYNMODS_ON, DYNMODS_SUITE,
@@ -308,17 +309,22 @@ def join_boots(execs: Sequence[ExecResult], planned: int, dest: Path) -> ExecRes
                for s in ex.stops])
 
 
-def _kill(proc: subprocess.Popen[str]) -> None:
+def _kill(proc: subprocess.Popen[str], known: set[int]) -> None:
+    """End a boot: the kernel and whatever else kunit.py started (a UML kernel left
+    kunit.py's process group with setsid(): procs.kill_below finds it), then kunit.py's
+    process group, politely first."""
+    procs.kill_below(proc.pid, known)
     for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
-            return
+            break
         try:
             proc.wait(timeout=wait)
-            return
+            break
         except subprocess.TimeoutExpired:
             continue
+    procs.kill_below(proc.pid, known)
 
 
 def _short(title: str) -> str:
@@ -468,37 +474,10 @@ class Watchdog:
         return None
 
 
-def _group_members(pgid: int) -> list[int]:
-    """Live processes of process group pgid, the group leader aside."""
-    members: list[int] = []
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return members
-    for entry in entries:
-        if not entry.isdigit() or int(entry) == pgid:
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2:].split()
-        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
-            members.append(int(entry))
-    return members
-
-
-def _kill_kernel(proc: subprocess.Popen[str]) -> bool:
-    """Kill what kunit.py runs (the kernel: every other process of its group), not kunit.py;
-    False when there was nothing to kill."""
-    pids = _group_members(proc.pid)
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    return bool(pids)
+def _kill_kernel(proc: subprocess.Popen[str], known: set[int]) -> bool:
+    """Kill what kunit.py runs (the kernel: every process below it, wherever its session),
+    not kunit.py; False when there was nothing to kill."""
+    return bool(procs.kill_below(proc.pid, known))
 
 
 def watch(cmd: Sequence[str], console: Path, label: str, *, cwd: Path | None,
@@ -512,6 +491,8 @@ def watch(cmd: Sequence[str], console: Path, label: str, *, cwd: Path | None,
     (kunit.py --run_isolated): then only the running kernel is killed and kunit.py goes
     on with its next boot."""
     start = clock()
+    procs.become_subreaper()
+    known = procs.children_of_self()
     dog = Watchdog(boot_timeout, hang_timeout, timeout, start, rules)
     lines: queue.Queue[str | None] = queue.Queue()
     try:
@@ -533,63 +514,66 @@ def watch(cmd: Sequence[str], console: Path, label: str, *, cwd: Path | None,
     verdict: str | None = None
     stops: list[Stop] = []
     next_beat = start + heartbeat
-    with open(console, "w") as log:
-        def record(line: str) -> None:
-            log.write(line)
-            log.flush()
-            if echo:
-                sys.stderr.write(line)
-
-        while True:
-            try:
-                item = lines.get(timeout=poll)
-            except queue.Empty:
-                item = ""
-            now = clock()
-            if item is None:
-                break
-            if item:
-                record(item)
-                dog.saw(item, now)
-            verdict = dog.verdict(now)
-            if verdict and dog.stop is not None and verdict == dog.stop.verdict:
-                stops.append(dog.stop)
-                dog.stop = None
-                if isolated:
-                    # only this boot's kernel (if it has not exited by itself already):
-                    # kunit.py goes on with its next boot
-                    killed = _kill_kernel(proc)
-                    say(f"{label}: {verdict} after {now - start:.0f}s; "
-                        + ("killed this boot's kernel" if killed else "its kernel has exited")
-                        + ", kunit.py goes on with its next boot")
-                    dog.halt(now)
-                    verdict = None
-                    continue
-            if dog.halted_at is not None and now - dog.halted_at > KERNEL_KILL_WAIT_S:
-                verdict = stops[-1].verdict if stops else "hang"
-                say(f"{label}: kunit.py did not go on after the kernel was killed")
-            if verdict:
-                say(f"{label}: {verdict} after {now - start:.0f}s; killing the kernel")
-                _kill(proc)
-                break
-            if now >= next_beat:
-                state = "running" if dog.booted else "booting"
-                say(f"{label}: {state}, {now - start:.0f}s, {dog.console.progress()}")
-                next_beat = now + heartbeat
-        drain_until = time.monotonic() + 10
-        while verdict and time.monotonic() < drain_until:
-            try:
-                item = lines.get(timeout=0.5)
-            except queue.Empty:
-                continue
-            if item is None:
-                break
-            record(item)
     try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        pass
-    _kill(proc)
+        with open(console, "w") as log:
+            def record(line: str) -> None:
+                log.write(line)
+                log.flush()
+                if echo:
+                    sys.stderr.write(line)
+
+            while True:
+                try:
+                    item = lines.get(timeout=poll)
+                except queue.Empty:
+                    item = ""
+                now = clock()
+                if item is None:
+                    break
+                if item:
+                    record(item)
+                    dog.saw(item, now)
+                verdict = dog.verdict(now)
+                if verdict and dog.stop is not None and verdict == dog.stop.verdict:
+                    stops.append(dog.stop)
+                    dog.stop = None
+                    if isolated:
+                        # only this boot's kernel (if it has not exited by itself already):
+                        # kunit.py goes on with its next boot
+                        killed = _kill_kernel(proc, known)
+                        say(f"{label}: {verdict} after {now - start:.0f}s; "
+                            + ("killed this boot's kernel" if killed else "its kernel has exited")
+                            + ", kunit.py goes on with its next boot")
+                        dog.halt(now)
+                        verdict = None
+                        continue
+                if dog.halted_at is not None and now - dog.halted_at > KERNEL_KILL_WAIT_S:
+                    verdict = stops[-1].verdict if stops else "hang"
+                    say(f"{label}: kunit.py did not go on after the kernel was killed")
+                if verdict:
+                    say(f"{label}: {verdict} after {now - start:.0f}s; killing the kernel")
+                    _kill(proc, known)
+                    break
+                if now >= next_beat:
+                    state = "running" if dog.booted else "booting"
+                    say(f"{label}: {state}, {now - start:.0f}s, {dog.console.progress()}")
+                    next_beat = now + heartbeat
+            drain_until = time.monotonic() + 10
+            while verdict and time.monotonic() < drain_until:
+                try:
+                    item = lines.get(timeout=0.5)
+                except queue.Empty:
+                    continue
+                if item is None:
+                    break
+                record(item)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pass
+    finally:
+        # always, Ctrl-C included: no kernel of this boot outlives it
+        _kill(proc, known)
     thread.join(timeout=5)
     final = verdict or (stops[0].verdict if stops else "completed")
     return ExecResult(verdict=final, console_log=console, elapsed=clock() - start, stops=stops)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from cgkunit import procs
 from cgkunit import report as rp
 from cgkunit import run
 from cgkunit.common import DriverError
@@ -124,6 +125,75 @@ def test_watch_hang_kills_the_process_group(tmp_path: Path) -> None:
         time.sleep(0.1)
     else:
         pytest.fail("grandchild still running")
+
+
+# A UML kernel: kunit.py's child, which leaves kunit.py's session with setsid() and has
+# a helper process of its own (UML's userspace stub), both sleeping until killed.
+UML_LIKE = ("import os, subprocess, sys, time\n"
+            "os.setsid()\n"
+            "helper = subprocess.Popen(['sleep', '300'])\n"
+            "open(sys.argv[1], 'w').write(f'{os.getpid()} {helper.pid}')\n"
+            "print('KTAP version 1', flush=True)\n"
+            "time.sleep(300)\n")
+
+
+def _gone(pids: list[int]) -> bool:
+    for _ in range(100):
+        if not any(procs.alive(p) for p in pids):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _uml_like(tmp_path: Path) -> tuple[Path, Path]:
+    (tmp_path / "uml.py").write_text(UML_LIKE)
+    return tmp_path / "uml.py", tmp_path / "uml.pids"
+
+
+def test_watch_kills_a_kernel_that_left_the_session(tmp_path: Path) -> None:
+    """The watchdog stops a hung UML-like kernel: nothing of it is left, helper included."""
+    uml, pidfile = _uml_like(tmp_path)
+    body = (f"k = subprocess.Popen([sys.executable, '-u', {str(uml)!r}, {str(pidfile)!r}], "
+            "stdout=subprocess.PIPE, text=True)\n"
+            "for line in k.stdout:\n    print(line, end='', flush=True)\n")
+    r = watch(tmp_path, body, hang_timeout=0.5)
+    assert r.verdict == "hang"
+    pids = [int(p) for p in pidfile.read_text().split()]
+    assert _gone(pids), f"left running: {[p for p in pids if procs.alive(p)]}"
+
+
+def test_watch_kills_a_kernel_its_runner_left_behind(tmp_path: Path) -> None:
+    """kunit.py exits (its own timeout) while the kernel it started lives on, reparented:
+    the driver, a child subreaper, still finds and ends it."""
+    uml, pidfile = _uml_like(tmp_path)
+    body = (f"k = subprocess.Popen([sys.executable, '-u', {str(uml)!r}, {str(pidfile)!r}], "
+            "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+            f"while not os.path.exists({str(pidfile)!r}): time.sleep(0.02)\n"
+            "print('KTAP version 1', flush=True)\nprint('1..0', flush=True)\n")
+    r = watch(tmp_path, "import os\n" + body)
+    assert r.verdict == "completed"
+    pids = [int(p) for p in pidfile.read_text().split()]
+    assert _gone(pids), f"left running: {[p for p in pids if procs.alive(p)]}"
+
+
+def test_watch_ctrl_c_kills_the_kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while a kernel runs: KeyboardInterrupt goes on up, the kernel does not."""
+    uml, pidfile = _uml_like(tmp_path)
+    body = (f"k = subprocess.Popen([sys.executable, '-u', {str(uml)!r}, {str(pidfile)!r}], "
+            "stdout=subprocess.PIPE, text=True)\n"
+            "for line in k.stdout:\n    print(line, end='', flush=True)\n")
+    calls = []
+
+    def clock() -> float:
+        calls.append(1)
+        if pidfile.exists() and len(calls) > 3:
+            raise KeyboardInterrupt
+        return time.monotonic()
+
+    with pytest.raises(KeyboardInterrupt):
+        watch(tmp_path, body, clock=clock)
+    pids = [int(p) for p in pidfile.read_text().split()]
+    assert _gone(pids), f"left running: {[p for p in pids if procs.alive(p)]}"
 
 
 def test_watch_overall_timeout(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
