@@ -5,7 +5,7 @@ import os
 import subprocess
 from typing import Callable, Sequence
 
-from .common import DriverError, run_cmd, say
+from .common import DriverError, Heartbeat, run_cmd, say
 
 PACKAGES: tuple[str, ...] = (
     "flex", "bison", "bc", "libelf-dev", "libssl-dev", "qemu-system-x86",
@@ -15,6 +15,8 @@ PACKAGES: tuple[str, ...] = (
 )
 
 Query = Callable[[str], bool]
+UPDATE_TIMEOUT_S = 600.0    # apt-get update of the system's sources
+INSTALL_TIMEOUT_S = 3600.0  # apt-get install: downloads and unpacks
 
 
 def is_installed(package: str) -> bool:
@@ -45,8 +47,10 @@ def ensure_deps(packages: Sequence[str] = PACKAGES, query: Query = is_installed,
                           f"(run as root, or: sudo apt-get install {' '.join(missing)})")
     say(f"installing {' '.join(missing)}")
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    run_cmd(["apt-get", "update"], env=env)
-    run_cmd(["apt-get", "install", "-y", *missing], env=env)
+    for args, timeout in ((["apt-get", "update"], UPDATE_TIMEOUT_S),
+                          (["apt-get", "install", "-y", *missing], INSTALL_TIMEOUT_S)):
+        run_cmd(args, env=env, timeout=timeout, heartbeat=Heartbeat(" ".join(args[:2])),
+                timeout_hint="the package mirror did not answer, or answered too slowly")
     still = missing_packages(missing, query)
     if still:
         raise DriverError(f"apt-get install did not install: {' '.join(still)}")

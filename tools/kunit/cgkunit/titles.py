@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .common import DriverError, find_repo_root, read_text_file
+from .common import DRIVER_REPO, DriverError, read_text_file
 from .params import SUITE_DIR
 
 HEADER = SUITE_DIR / "report_titles.h"
@@ -78,6 +78,7 @@ def parse(text: str, where: str) -> list[ReportTitle]:
 
 
 def load(repo: Path | None = None) -> list[ReportTitle]:
-    """The entries of repo's header (default: the repo this driver is in)."""
-    path = (repo if repo is not None else find_repo_root(Path(__file__).resolve().parent)) / HEADER
+    """The entries of repo's header (default: the project this driver is in, whatever else
+    of it is missing: this runs when report.py is imported)."""
+    path = (repo if repo is not None else DRIVER_REPO) / HEADER
     return parse(read_text_file(path), str(path))
