@@ -40,8 +40,7 @@ from .check import load_checks
 from .commits import (BASE, Workspace, clone_path, ensure_clone, prepared_commits, series_pick,
                       subject_of, unhook)
 from .common import DriverError, overlaps, read_json, run_cmd, say, write_json
-from .params import check_kernel_args
-from .run import check_filter
+from .params import check_filter, check_kernel_args
 from .stress import (FAIL, PASS, SEED_PARAM, Outcome, Replay, RunRecord, aggregate,
                      check_options, draw_seeds, pct, replay_env, stress_loop,
                      wilson, without_seed)
@@ -169,7 +168,7 @@ def check_input(repo: Path, build: Path, opts: BisectOptions) -> tuple[Target, i
     parse_runs(str(opts.runs))
     check_signature(opts.signature)
     profiles.load_profile(repo, opts.profile)
-    check_filter(opts.filter_glob, "--filter (or FILTER)")
+    check_filter(opts.filter_glob, "--filter (or FILTER)", repo)
     check_kernel_args(opts.kernel_args, repo)
     fixed = check_options(opts.runs, None, opts.kernel_args)
     if opts.kernel_src:

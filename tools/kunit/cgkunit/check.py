@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .common import DriverError, say
-from .params import check_kernel_args
-from .profile import isolate_mode
-from .report import Report, TestResult
-from .run import check_filter
+from .params import check_filter, check_kernel_args
+from .profile import PROFILES_DIR, isolate_mode
+from .report import STATUS_EXIT, Report, TestResult
 
 CHECKS_FILE = Path("tools") / "kunit" / "checks.json"
+RUN_STATUSES = ("pass", "fail", *sorted(set(STATUS_EXIT) - {"pass", "fail"}))
 
 
 @dataclass(frozen=True)
@@ -126,9 +126,27 @@ def load_checks(repo: Path) -> list[Check]:
     except ValueError as e:
         raise DriverError(f"{path}: invalid JSON: {e}") from None
     checks = parse_checks(data, str(path))
-    for c in checks:  # names only: a check may pass bad values on purpose (bad-parameters)
-        check_kernel_args(c.kernel_args, repo, f"{path}: {c.name}: kernel_args")
+    for c in checks:
+        validate_check(repo, c, f"{path}: {c.name}")
     return checks
+
+
+def validate_check(repo: Path, c: Check, at: str) -> None:
+    """Every value of one check that the build and boot would find bad, found before them:
+    its profile, extra patches, filter (a suite of the suite's), kernel_args (names, and
+    values the suite takes unless expect_console names the refusal, as bad-parameters does)
+    and expect_status (statuses a run can have); DriverError naming the first bad one."""
+    if not (repo / PROFILES_DIR / f"{c.profile}.config").is_file() or "/" in c.profile:
+        raise DriverError(f"{at}: unknown profile {c.profile!r}")
+    for patch in c.extra_patches:
+        if not (repo / patch).is_file():
+            raise DriverError(f"{at}: extra patch {patch} does not exist")
+    check_filter(c.filter, f"{at}: filter", repo)
+    check_kernel_args(c.kernel_args, repo, f"{at}: kernel_args", refusals=c.expect_console)
+    unknown = [s for s in c.expect_status.split("|") if s and s not in RUN_STATUSES]
+    if unknown or (c.expect_status and not c.expect_status.strip("|")):
+        raise DriverError(f"{at}: expect_status {c.expect_status!r}: want one or more of "
+                          f"{', '.join(RUN_STATUSES)} joined by '|'")
 
 
 def _lineage(t: TestResult) -> list[str]:

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from . import profile as profiles
-from .common import DriverError, run_logged, say, write_json
-from .params import SUITE_MODULE, suite_parameters
+from .common import DriverError, read_text_file, run_logged, say, user_path, write_json
+from .params import SUITE_MODULE, param_rules, refused_value, suite_parameters
 from .pipeline import choose_qemu, prepare
 from .report import Report, build_report, format_summary, strip_prefix, write_summary
 from .run import HANG_S, StopRules, build, build_failure, clear_results, kunit_env, watch
@@ -67,6 +67,7 @@ def module_args(text: str, repo: Path) -> list[str]:
     except ValueError as e:
         raise DriverError(f"MODULE_ARGS: {e}") from None
     known = suite_parameters(repo)
+    rules = param_rules(repo)
     for word in words:
         name = word.split("=", 1)[0]
         if name.startswith(f"{SUITE_MODULE}."):
@@ -78,6 +79,9 @@ def module_args(text: str, repo: Path) -> list[str]:
         if "=" not in word or not re.fullmatch(r"[A-Za-z0-9_.,:+-]*", word.split("=", 1)[1]):
             raise DriverError(f"MODULE_ARGS: {word}: want {name}=<value> "
                               "(letters, digits and _.,:+- only)")
+        want = refused_value(name, word.split("=", 1)[1], rules)
+        if want:
+            raise DriverError(f"MODULE_ARGS: {word}: the suite wants {want}")
     return words
 
 
@@ -119,7 +123,7 @@ def read_kconfig(path: Path) -> set[str]:
 def check_kdir(text: str) -> Kdir:
     """KDIR checked before anything runs: a built x86_64 kernel with modules, KUnit and its
     debugfs; DriverError (exit 2) naming the first thing missing."""
-    kdir = Path(text).expanduser()
+    kdir = user_path(text, f"KDIR={text}")
     if not kdir.is_dir():
         raise DriverError(f"KDIR={text}: not a directory")
     kdir = kdir.resolve()
@@ -143,7 +147,7 @@ def check_kdir(text: str) -> Kdir:
     if not helpers:
         raise DriverError(f"KDIR={kdir}: {source} does not carry kernel/series "
                           f"({symbol} is not in {header}): apply the series and rebuild")
-    release = (kdir / "include" / "config" / "kernel.release").read_text().strip()
+    release = read_text_file(kdir / "include" / "config" / "kernel.release").strip()
     return Kdir(path=kdir, source=source, image=image, release=release,
                 kmemleak=KMEMLEAK in config)
 

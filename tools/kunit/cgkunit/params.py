@@ -1,12 +1,16 @@
-"""The suite's module parameters: their names, read from the C sources, and the check of
-the cgroup_kunit.* words of a kernel command line against them (issue 12: the kernel
-drops a dotted parameter that matches nothing without a word); the cases of the suite that
-the dynmods parameter lets run."""
+"""The suite's module parameters: their names, read from the C sources, the values each
+accepts (the rules of its set() function, checked against the C sources by the tests), and
+the check of the cgroup_kunit.* words of a kernel command line (and of insmod's words)
+against them (issue 12: the kernel drops a dotted parameter that matches nothing without a
+word, and a value the suite refuses leaves the default in place); the suites' names and the
+check of a KUnit filter glob; the cases of the suite that the dynmods parameter lets run."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from .common import DriverError, read_text_file
 
@@ -31,6 +35,13 @@ MG_CASE = re.compile(r"^[ \t]*MG_CASE\(\s*([A-Za-z_]\w*)\s*\)", re.MULTILINE)
 # kstrtouint(val, 0, ...): an optional '+', then hex (0x), octal (leading 0) or decimal, and
 # an optional trailing newline
 KSTRTOUINT = re.compile(r"\+?(?:0[xX]([0-9a-fA-F]+)|0([0-7]*)|([1-9][0-9]*))\n?")
+# struct kunit_suite <x> = { ... .name = "<suite>", ... }: the suites, by the name KUnit and
+# its filter glob use
+SUITE_STRUCT = re.compile(r"struct\s+kunit_suite\s+\w+\s*=\s*\{(.*?)\};", re.DOTALL)
+SUITE_NAME = re.compile(r'\.name\s*=\s*"([^"]+)"')
+# a KUnit filter glob: 'suite_glob[.case_glob]' of names and glob(7) characters; anything else
+# (a blank, a quote, a newline, a ';') would split it into more kernel or shell words
+FILTER_CHARS = re.compile(r"[A-Za-z0-9_.*?\[\]!^-]+")
 
 
 def suite_parameters(repo: Path) -> list[str]:
@@ -56,13 +67,17 @@ def _name(word: str) -> str | None:
     return key[len(prefix):] if key.startswith(prefix) else None
 
 
-def check_kernel_args(words: Sequence[str], repo: Path, what: str = "KERNEL_ARGS") -> None:
+def check_kernel_args(words: Sequence[str], repo: Path, what: str = "KERNEL_ARGS",
+                      refusals: Sequence[str] | None = ()) -> None:
     """DriverError naming the first cgroup_kunit.* word that sets no parameter of the suite
-    (an unknown name, or no '=value'); the C sources are read only when there is one."""
+    (an unknown name, or no '=value') or gives it a value the suite refuses (refused_value),
+    unless refusals (console lines a check expects) name that refusal; refusals None:
+    names only. The C sources are read only when there is such a word."""
     ours = [(w, n) for w in words if (n := _name(w)) is not None]
     if not ours:
         return
     known = suite_parameters(repo)
+    rules = param_rules(repo)
     for word, name in ours:
         shown = word.split("=", 1)[0]
         if name not in known:
@@ -70,6 +85,138 @@ def check_kernel_args(words: Sequence[str], repo: Path, what: str = "KERNEL_ARGS
                               f"(the suite has: {', '.join(known)})")
         if "=" not in word:
             raise DriverError(f"{what}: {shown} needs a value: {shown}=<value>")
+        value = word.split("=", 1)[1]
+        want = refused_value(name, value, rules)
+        said = f"{name}={value}: want"
+        if want and refusals is not None and not any(said in r for r in refusals):
+            raise DriverError(f"{what}: {shown}={value}: the suite wants {want}")
+
+
+# --- the values each parameter accepts ----------------------------------------------------
+
+
+def _kstrto(value: str, bits: int) -> int | None:
+    """value as the kernel's kstrtou<bits>(value, 0, ...) reads it; None when it refuses it."""
+    m = KSTRTOUINT.fullmatch(value)
+    if m is None:
+        return None
+    hex_digits, octal, decimal = m.groups()
+    number = int(hex_digits, 16) if hex_digits is not None else \
+        int(octal or "0", 8) if octal is not None else int(decimal)
+    return number if number < 1 << bits else None
+
+
+def _uint_in(low: int, high: int) -> Callable[[str], bool]:
+    """kstrtouint() and a range: what harness.c's and bench_kunit.c's set() functions do."""
+    def ok(value: str) -> bool:
+        n = _kstrto(value, 32)
+        return n is not None and low <= n <= high
+    return ok
+
+
+def _kstrtobool(value: str) -> bool:
+    """What kstrtobool() (param_set_bool) accepts: it reads the first one or two characters."""
+    first, second = value[:1].lower(), value[1:2].lower()
+    return first in ("y", "t", "1", "n", "f", "0") or (first == "o" and second in ("n", "f"))
+
+
+PROVOKE_WORDS = ("lockdep", "kcsan", "warn")
+PROVOKE_MAX = 31  # harness.c: provoke_param[32], NUL included
+
+
+def _provoke(value: str) -> bool:
+    """harness.c's provoke_set(): up to the first newline, a comma-separated list of
+    PROVOKE_WORDS (no empty word; a trailing comma is fine), shorter than its buffer."""
+    text = value.split("\n", 1)[0]
+    if len(text) > PROVOKE_MAX:
+        return False
+    words = text.split(",")
+    if words and words[-1] == "" and len(words) > 1:
+        words.pop()
+    return text == "" or all(w in PROVOKE_WORDS for w in words)
+
+
+@dataclass(frozen=True)
+class ValueRule:
+    """What one parameter's set() accepts, and what it says it wants when it refuses."""
+    accepts: Callable[[str], bool]
+    want: str
+
+
+MAX_THREADS = 64  # harness.h CGK_MAX_THREADS
+# harness.c's and migrate_kunit.c's parameters (a test holds them against the C sources)
+PARAM_RULES: dict[str, ValueRule] = {
+    "seed": ValueRule(lambda v: _kstrto(v, 64) is not None,
+                      "an unsigned 64-bit number (0 picks one at random)"),
+    "threads": ValueRule(_uint_in(0, MAX_THREADS),
+                         f"1..{MAX_THREADS}, or 0 for each case's own list"),
+    DURATION: ValueRule(_uint_in(*DURATION_RANGE), f"{DURATION_RANGE[0]}..{DURATION_RANGE[1]}"),
+    "provoke": ValueRule(_provoke, f"a comma-separated list of {', '.join(PROVOKE_WORDS)}"),
+    DYNMODS: ValueRule(_kstrtobool, "1 or 0 (y or n)"),
+}
+# The benchmarks' parameters (bench_kunit.c) are ranges that change with the benchmarks:
+# read from their set() functions, `return <x>_uint_set(val, kp, LOW, HIGH);`.
+UINT_RANGE_SET = re.compile(r"static int (\w+?)_set\(const char \*val, const struct kernel_param "
+                            r"\*kp\)\s*\{\s*return \w+_uint_set\(val, kp, (\d+), (\d+)\);\s*\}")
+
+
+def param_rules(repo: Path) -> dict[str, ValueRule]:
+    """What each of the suite's parameters accepts: PARAM_RULES, and the ranges of the
+    parameters whose set() is a plain range check in lib/kunit-cgroup/*.c."""
+    rules = dict(PARAM_RULES)
+    for path in sorted((repo / SUITE_DIR).glob("*.c")):
+        try:
+            text = path.read_text(errors="replace")
+        except OSError:
+            continue
+        for name, low, high in UINT_RANGE_SET.findall(text):
+            rules[name] = ValueRule(_uint_in(int(low), int(high)), f"{low}..{high}")
+    return rules
+
+
+def refused_value(name: str, value: str, rules: dict[str, ValueRule]) -> str | None:
+    """What the suite wants for parameter name when it would refuse value (its own words),
+    None when it takes it (or has no rule for the name: only its name is checked)."""
+    rule = rules.get(name)
+    return None if rule is None or rule.accepts(value) else rule.want
+
+
+# --- suites and the filter glob -----------------------------------------------------------
+
+def suite_names(repo: Path) -> list[str]:
+    """The names of the suite's KUnit suites (struct kunit_suite's .name in
+    lib/kunit-cgroup/*.c), sorted; empty when none can be read."""
+    names: set[str] = set()
+    for path in sorted((repo / SUITE_DIR).glob("*.c")):
+        try:
+            text = path.read_text(errors="replace")
+        except OSError:
+            continue
+        for body in SUITE_STRUCT.findall(text):
+            names.update(SUITE_NAME.findall(body)[:1])
+    return sorted(names)
+
+
+def check_filter(glob: str, where: str = "filter", repo: Path | None = None) -> str:
+    """A KUnit filter glob for kunit.py's command line ('' for all); DriverError naming where
+    when it would be read as an option, holds a character that is neither a name's nor a
+    glob's (a blank, quote or newline would make more kernel or shell words of it), or,
+    with repo, when its suite part matches none of the suite's suites."""
+    if not glob:
+        return glob
+    if glob.startswith("-"):
+        raise DriverError(f"bad {where} {glob!r}: a KUnit filter glob cannot start with '-'")
+    if not FILTER_CHARS.fullmatch(glob):
+        bad = next(c for c in glob if not FILTER_CHARS.fullmatch(c))
+        raise DriverError(f"bad {where} {glob!r}: {bad!r} is not part of a KUnit filter glob "
+                          "('suite.case', names with * ? [...] wildcards)")
+    if repo is not None:
+        suites = suite_names(repo)
+        part = glob.partition(".")[0]
+        if suites and not any(fnmatchcase(s, part) for s in suites):
+            raise DriverError(f"bad {where} {glob!r}: {part!r} matches none of the suites "
+                              f"({', '.join(suites)})")
+    return glob
 
 
 def sets(words: Sequence[str], name: str) -> bool:
@@ -87,17 +234,6 @@ def dynmods_cases(repo: Path) -> list[str] | None:
     return MG_CASE.findall(text) or None
 
 
-def _kstrtouint(value: str) -> int | None:
-    """value as the kernel's kstrtouint(value, 0, ...) reads it; None when it refuses it."""
-    m = KSTRTOUINT.fullmatch(value)
-    if m is None:
-        return None
-    hex_digits, octal, decimal = m.groups()
-    number = int(hex_digits, 16) if hex_digits is not None else \
-        int(octal or "0", 8) if octal is not None else int(decimal)
-    return number if number < 1 << 32 else None
-
-
 def duration_ms(words: Sequence[str]) -> int:
     """The time bound, in ms, of each gang the suite runs with this kernel command line: the
     last cgroup_kunit.duration_ms= value harness.c's duration_set() accepts (a refused value
@@ -106,7 +242,7 @@ def duration_ms(words: Sequence[str]) -> int:
     duration = DEFAULT_DURATION_MS
     for word in words:
         if _name(word) == DURATION and "=" in word:
-            value = _kstrtouint(word.split("=", 1)[1])
+            value = _kstrto(word.split("=", 1)[1], 32)
             if value is not None and low <= value <= high:
                 duration = value
     return duration

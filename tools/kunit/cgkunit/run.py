@@ -20,7 +20,7 @@ from . import procs
 from . import report as rp
 from .common import DriverError, HEARTBEAT_S, read_json, run_logged, say, write_json
 from .params import (DEFAULT_DURATION_MS, DURATION, DYNMODS, DYNMODS_ON, DYNMODS_SUITE,
-                     SUITE_MODULE, duration_ms, dynmods_cases, sets)
+                     SUITE_MODULE, check_filter, duration_ms, dynmods_cases, sets)
 from .profile import (CRASH_GRACE_S, POST_REPORT_SILENCE_S, STORM_REPEATS, STORM_WINDOW_S,
                       Profile, out_dir)
 from .progress import BuildProgress
@@ -197,14 +197,6 @@ def kernel_image(build_root: Path, profile: Profile, out: Path | None = None) ->
     """The bootable image kunit.py builds for the profile's arch (in out, default its out dir)."""
     out = out or out_dir(build_root, profile)
     return out / "linux" if profile.arch == "um" else out / "arch" / "x86" / "boot" / "bzImage"
-
-
-def check_filter(glob: str, where: str = "filter") -> str:
-    """A KUnit filter glob for kunit.py's command line ('' for all); DriverError naming where
-    when it would be read as an option."""
-    if glob.startswith("-"):
-        raise DriverError(f"bad {where} {glob!r}: a KUnit filter glob cannot start with '-'")
-    return glob
 
 
 def exec_command(tree: Path, profile: Profile, repo_root: Path, build_root: Path,

@@ -34,8 +34,7 @@ from .bisection import fmt_time, plural
 from .commits import (BASE, Workspace, clone_path, ensure_clone, prepared_commits, series_pick,
                       subject_of, unhook)
 from .common import DriverError, say, write_json
-from .params import DURATION, SUITE_MODULE, check_kernel_args, sets
-from .run import check_filter
+from .params import DURATION, SUITE_MODULE, check_filter, check_kernel_args, sets
 from .signature import signatures
 from .stress import SEED_PARAM, check_options, draw_seeds, without_seed
 from .tree import SUITE_DIR, series_names
@@ -109,7 +108,7 @@ def check_input(repo: Path, opts: SeriesCheckOptions) -> Plan:
                           f"prepared tree of kernel/series on the pinned base only; unset "
                           f"KERNEL_SRC (make bisect KERNEL_SRC=... tests your own commits)")
     prof = profiles.load_profile(repo, opts.profile)
-    check_filter(opts.filter_glob, "--filter (or FILTER)")
+    check_filter(opts.filter_glob, "--filter (or FILTER)", repo)
     check_kernel_args(opts.kernel_args, repo)
     seed = check_options(1, None, opts.kernel_args)
     names = series_names(repo)

@@ -142,14 +142,25 @@ def variant_name(extra_patches: Sequence[Path]) -> str:
 
 # --- inputs from the repo ---------------------------------------------------
 
+SERIES = Path("kernel") / "series"
+
+
 def _series_lines(repo_root: Path) -> list[tuple[int, str]]:
-    """(line number, patch name) for each entry of kernel/series."""
-    series = repo_root / "kernel" / "series"
+    """(line number, patch name) for each entry of kernel/series; DriverError when it is
+    missing or unreadable (an empty file is an empty series; a missing one is a mistake) or
+    names a patch twice."""
+    series = repo_root / SERIES
     if not series.exists():
-        return []
+        raise DriverError(f"{SERIES} is missing (an empty file is an empty series)")
     entries = ((n, raw.split("#", 1)[0].strip())
                for n, raw in enumerate(read_text_file(series).splitlines(), 1))
-    return [(n, name) for n, name in entries if name]
+    out = [(n, name) for n, name in entries if name]
+    seen: dict[str, int] = {}
+    for n, name in out:
+        if name in seen:
+            raise DriverError(f"{SERIES}:{n}: {name} is listed twice (first on line {seen[name]})")
+        seen[name] = n
+    return out
 
 
 def series_names(repo_root: Path) -> list[str]:
@@ -163,7 +174,10 @@ def read_series(repo_root: Path) -> list[tuple[str, Path, str]]:
     for n, name in _series_lines(repo_root):
         path = repo_root / "kernel" / "patches" / name
         if not path.is_file():
-            raise DriverError(f"kernel/series:{n}: kernel/patches/{name} does not exist")
+            raise DriverError(f"{SERIES}:{n}: kernel/patches/{name} does not exist")
+        if "\ndiff --git " not in "\n" + path.read_text(errors="replace"):
+            raise DriverError(f"{SERIES}:{n}: kernel/patches/{name} is empty (no diff in it): "
+                              "git am would stop on it")
         out.append((name, path, sha256_file(path)))
     return out
 
@@ -245,11 +259,12 @@ def ensure_maintainers(tree: Path) -> bool:
     path = tree / MAINTAINERS
     if not path.is_file():
         return False
-    text = path.read_text()
+    # bytes that are not UTF-8 (a tree's own business) go back exactly as they came
+    text = path.read_text(encoding="utf-8", errors="surrogateescape")
     new = with_maintainers_line(text)
     if new == text:
         return False
-    path.write_text(new)
+    path.write_text(new, encoding="utf-8", errors="surrogateescape")
     return True
 
 
@@ -474,7 +489,7 @@ def hook_message(repo_root: Path) -> tuple[str, dict[str, str]]:
     """The hook commit's message (kernel/suite.msg, else HOOK_MSG) and author: the last
     Signed-off-by of the message, so that the commit exports as the series' last patch."""
     p = repo_root / SUITE_MSG
-    msg = p.read_text().strip() + "\n" if p.is_file() else HOOK_MSG + "\n"
+    msg = read_text_file(p).strip() + "\n" if p.is_file() else HOOK_MSG + "\n"
     author = dict(AUTHOR_ENV)
     signers = re.findall(r"^Signed-off-by: (.+?) <([^>]+)>$", msg, re.M)
     if signers:

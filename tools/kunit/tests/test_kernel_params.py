@@ -4,6 +4,7 @@ its default) makes the run bad input too, except to a check that expects the ref
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import pytest
 from cgkunit import bench as bb
 from cgkunit import check as ck
 from cgkunit import cli, deps, fetch, pipeline, run
+from cgkunit import profile as pf
 from cgkunit import coverage as cov
 from cgkunit import report as rp
 from cgkunit.common import DriverError
@@ -145,8 +147,70 @@ def test_good_words() -> None:
                        "cgroup_kunit.duration-ms=200",     # the kernel takes '-' for '_'
                        "cgroup-kunit.provoke=lockdep,warn",
                        "cgroup_kunit.provoke=",            # empty is provoke's default
-                       "cgroup_kunit.threads=99",          # values are the suite's to judge
+                       "cgroup_kunit.threads=0x40", "cgroup_kunit.seed=+18446744073709551615",
+                       "cgroup_kunit.dynmods=y", "cgroup_kunit.bench_reps=050",
                        "kasan_multi_shot", "kunit.filter_glob=x", "cgroup_kunitx.y"], REPO)
+
+
+@pytest.mark.parametrize("word,want", [
+    ("cgroup_kunit.seed=1;", "an unsigned 64-bit number (0 picks one at random)"),
+    ("cgroup_kunit.seed=18446744073709551616", "an unsigned 64-bit number"),
+    ("cgroup_kunit.seed=banana", "an unsigned 64-bit number"),
+    ("cgroup_kunit.threads=banana", "1..64, or 0 for each case's own list"),
+    ("cgroup_kunit.threads=65", "1..64, or 0 for each case's own list"),
+    ("cgroup_kunit.threads=-1", "1..64"),
+    ("cgroup_kunit.duration_ms=9", "10..600000"),
+    ("cgroup_kunit.duration-ms=600001", "10..600000"),
+    ("cgroup_kunit.provoke=everything", "a comma-separated list of lockdep, kcsan, warn"),
+    ("cgroup_kunit.provoke=lockdep,,warn", "a comma-separated list"),
+    ("cgroup_kunit.provoke=" + "warn," * 8, "a comma-separated list"),
+    ("cgroup_kunit.dynmods=maybe", "1 or 0 (y or n)"),
+    ("cgroup_kunit.dynmods=", "1 or 0 (y or n)"),
+    ("cgroup_kunit.bench_reps=0", "1.."),
+    ("cgroup_kunit.bench_migrations=9", "10.."),
+])
+def test_values_the_suite_would_refuse(word: str, want: str) -> None:
+    """A value is checked with the suite's own rules (its set() functions) before anything
+    is built: the kernel would refuse it at boot and run with the default."""
+    with pytest.raises(DriverError) as exc:
+        check_kernel_args([word], REPO)
+    assert str(exc.value).startswith(f"KERNEL_ARGS: {word}: the suite wants {want}")
+
+
+def test_value_rules_are_the_c_sources_rules() -> None:
+    """params.param_rules says what lib/kunit-cgroup's set() functions accept: every
+    parameter has a rule, each range is the one in the C source."""
+    from cgkunit.params import MAX_THREADS, PROVOKE_MAX, PROVOKE_WORDS, param_rules
+    rules = param_rules(REPO)
+    assert sorted(rules) == suite_parameters(REPO)
+    harness = (REPO / SUITE_DIR / "harness.c").read_text()
+    assert re.search(rf"#define CGK_MAX_THREADS\s+{MAX_THREADS}\b",
+                     (REPO / SUITE_DIR / "harness.h").read_text())
+    assert "kstrtou64(val, 0, &seed)" in harness and "n > CGK_MAX_THREADS" in harness
+    assert "ms < 10 || ms > 600000" in harness
+    assert f"provoke_param[{PROVOKE_MAX + 1}]" in harness
+    assert re.search(r"cgk_provoke_names\[\] = \{ " + ", ".join(f'"{w}"' for w in PROVOKE_WORDS),
+                     harness)
+    assert "param_set_bool(val, kp)" in (REPO / SUITE_DIR / "migrate_kunit.c").read_text()
+    bench_c = (REPO / SUITE_DIR / "bench_kunit.c").read_text()
+    for name in ("bench_reps", "bench_migrations"):
+        low, high = re.search(rf"{name}_set\(.*?\)\s*\{{\s*return bench_uint_set\(val, kp, "
+                              r"(\d+), (\d+)\)", bench_c, re.S).groups()  # type: ignore[union-attr]
+        assert rules[name].want == f"{low}..{high}"
+        assert rules[name].accepts(high) and not rules[name].accepts(str(int(high) + 1))
+        assert rules[name].accepts(low) and not rules[name].accepts(str(int(low) - 1))
+    for name, good, bad in (("seed", "0", "-1"), ("threads", "64", "65"), ("duration_ms", "10", "9"),
+                            ("provoke", "kcsan,", ",kcsan"), ("dynmods", "n", "x")):
+        assert rules[name].accepts(good) and not rules[name].accepts(bad), name
+
+
+def test_a_check_may_pass_a_value_it_expects_refused() -> None:
+    """bad-parameters passes bad values on purpose: allowed where expect_console names
+    the refusal, as the suite prints it."""
+    words = ["cgroup_kunit.threads=99"]
+    check_kernel_args(words, REPO, refusals=["threads=99: want 1..64"])
+    with pytest.raises(DriverError, match="the suite wants 1..64"):
+        check_kernel_args(words, REPO, refusals=["threads=98: want 1..64"])
 
 
 def test_valid_parameters_reach_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -170,7 +234,8 @@ def test_checks_json_names_are_checked_too(tmp_path: Path) -> None:
     assert found[0].name == "bad-parameters" and len(found[0].kernel_args) == 4
     repo = fake_suite(tmp_path)
     write_files(repo, {str(ck.CHECKS_FILE): json.dumps({"checks": [
-        {"name": "typo", "profile": PROFILE, "kernel_args": ["cgroup_kunit.thread=4"]}]})})
+        {"name": "typo", "profile": PROFILE, "kernel_args": ["cgroup_kunit.thread=4"]}]}),
+        f"{pf.PROFILES_DIR}/{PROFILE}.config": "#@ arch: um\n"})
     with pytest.raises(DriverError) as exc:
         ck.load_checks(repo)
     assert str(exc.value) == (f"{repo / ck.CHECKS_FILE}: typo: kernel_args: unknown parameter "
@@ -259,14 +324,23 @@ def test_refusal_forms() -> None:
 
 def test_run_with_a_refused_value_exits_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """A value the suite would refuse is bad input before the build; one the driver let
+    through and the suite still refused at boot is bad input after the summary."""
     def fake_run(repo: Path, build: Path, opts: pipeline.RunOptions,
                  printer: object = None) -> rp.Report:
         r = parse()
         print(rp.format_summary(r), end="")
         return r
     monkeypatch.setattr(pipeline, "run_profile", fake_run)
-    code = cli.main(["--build-dir", str(tmp_path), "run", "--profile", PROFILE,
-                     "--kernel-args", "cgroup_kunit.threads=99"])
+    argv = ["--build-dir", str(tmp_path), "run", "--profile", PROFILE,
+            "--kernel-args", "cgroup_kunit.threads=99"]
+    assert cli.main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.splitlines() == [
+        "cgkunit: error: KERNEL_ARGS: cgroup_kunit.threads=99: the suite wants 1..64, or 0 for "
+        "each case's own list"]
+    monkeypatch.setattr(cli, "check_kernel_args", lambda *a, **k: None)  # an older driver
+    code = cli.main(argv)
     out, err = capsys.readouterr()
     assert code == 2 and out.startswith("cgkunit: ?: PASS; BAD INPUT")  # the summary is out
     assert err.splitlines() == [f"cgkunit: error: {MESSAGE}"] and "Traceback" not in err
