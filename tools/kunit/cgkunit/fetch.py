@@ -5,13 +5,14 @@ import glob
 import os
 import re
 import shutil
+import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from .common import (DriverError, Heartbeat, read_json, read_text_file, run_cmd, run_logged, say,
-                     sha256_file, write_json)
+from .common import (HEARTBEAT_S, DriverError, Heartbeat, InfraError, env_flag, read_json, read_text_file,
+                     run_cmd, run_logged, say, sha256_file, write_json)
 
 KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
 DEBIAN_SUITES = frozenset({
@@ -19,6 +20,16 @@ DEBIAN_SUITES = frozenset({
     "stable", "testing", "unstable", "oldstable", "oldoldstable", "experimental",
 })
 REQUIRED_KEYS = ("package", "version", "suite", "sha256", "tarball")
+# Debian's version syntax: [epoch:]upstream[-revision], what apt-cache policy lists
+DEB_VERSION = re.compile(r"(?:[0-9]+:)?[0-9][A-Za-z0-9.+~-]*")
+DEB_PACKAGE = re.compile(r"[a-z0-9][a-z0-9.+-]+")
+UNPINNED_ENV = "CGKUNIT_UNPINNED"  # 1: build the newest version when the pinned one is gone
+# Network waits: apt gives up on a mirror that sends nothing for NET_IDLE_S (per try, one
+# retry), and the driver stops the whole command after these many seconds, saying why.
+NET_IDLE_S = 30
+UPDATE_TIMEOUT_S = 300.0
+DOWNLOAD_TIMEOUT_S = 3600.0
+NET_HEARTBEAT_S = HEARTBEAT_S  # a progress line this often while the network is waited on
 
 
 @dataclass(frozen=True)
@@ -65,6 +76,10 @@ def parse_base(path: Path) -> BaseSpec:
         raise DriverError(f"{path}: missing {', '.join(missing)}")
     if not re.fullmatch(r"[0-9a-f]{64}", values["sha256"].lower()):
         raise DriverError(f"{path}: sha256 is not 64 hex digits")
+    if not DEB_VERSION.fullmatch(values["version"]):
+        raise DriverError(f"{path}: version {values['version']!r} is not a Debian version")
+    if not DEB_PACKAGE.fullmatch(values["package"]):
+        raise DriverError(f"{path}: package {values['package']!r} is not a Debian package name")
     return BaseSpec(package=values["package"], version=values["version"],
                     suite=values["suite"], sha256=values["sha256"].lower(),
                     tarball=values["tarball"].removeprefix("./"))
@@ -171,7 +186,10 @@ def apt_options(apt: Path) -> list[str]:
     opts = ["-o", "Dir::Etc::SourceList=/dev/null",
             "-o", f"Dir::Etc::SourceParts={apt / 'sources'}",
             "-o", f"Dir::State::Lists={apt / 'lists'}",
-            "-o", f"Dir::Cache={apt / 'cache'}"]
+            "-o", f"Dir::Cache={apt / 'cache'}",
+            "-o", f"Acquire::http::Timeout={NET_IDLE_S}",
+            "-o", f"Acquire::https::Timeout={NET_IDLE_S}",
+            "-o", "Acquire::Retries=1"]
     if os.geteuid() == 0:
         opts += ["-o", "APT::Sandbox::User=root"]
     return opts
@@ -231,8 +249,11 @@ def download_deb(apt_opts: list[str], base_dir: Path, package: str, version: str
     tmp = Path(tempfile.mkdtemp(dir=base_dir, prefix=DOWNLOAD_PREFIX))
     try:
         say(f"downloading {package} {version}")
-        with Heartbeat(f"downloading {package}"):
-            run_cmd(["apt-get", *apt_opts, "download", f"{package}={version}"], cwd=tmp)
+        network(["apt-get", *apt_opts, "download", f"{package}={version}"], DOWNLOAD_TIMEOUT_S,
+                Heartbeat(f"downloading {package}", NET_HEARTBEAT_S,
+                          status=lambda s: f"{_downloaded(tmp)} so far, {s:.0f}s"),
+                "the mirror is too slow or stopped sending (CGKUNIT_APT_MIRROR picks another)",
+                cwd=tmp)
         got = deb_path(tmp, package, version)
         if got is None:
             raise DriverError(f"apt-get download left no {package}_{version}_*.deb in {base_dir}")
@@ -242,6 +263,24 @@ def download_deb(apt_opts: list[str], base_dir: Path, package: str, version: str
         return final, digest
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def network(args: list[str], timeout: float, heartbeat: Heartbeat, hint: str,
+            cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """run_cmd of a command that waits on the network: progress lines while it runs, stopped
+    after timeout seconds; its failure is an InfraError (the machine's, not the input's)."""
+    try:
+        return run_cmd(args, cwd=cwd, timeout=timeout, heartbeat=heartbeat, timeout_hint=hint)
+    except InfraError:
+        raise
+    except DriverError as e:
+        raise InfraError(e.reason) from None
+
+
+def _downloaded(where: Path) -> str:
+    """How much apt has written into where (its partial files included): '12.3 MB'."""
+    total = sum(p.stat().st_size for p in where.rglob("*") if p.is_file())
+    return f"{total / 1e6:.1f} MB"
 
 
 def cached_base(base_dir: Path, package: str, version: str) -> BaseSource | None:
@@ -320,20 +359,28 @@ def fetch_base(repo: Path, build: Path, env: Mapping[str, str] | None = None) ->
     mirror = find_mirror(env)
     opts = apt_options(setup_apt(base_dir, mirror, spec.suite))
     say(f"apt-get update for {spec.suite} from {mirror}")
-    update = run_cmd(["apt-get", *opts, "update"])
+    update = network(["apt-get", *opts, "update"], UPDATE_TIMEOUT_S,
+                     Heartbeat(f"apt-get update from {mirror}", NET_HEARTBEAT_S,
+                               status=lambda s: f"no answer yet, {s:.0f}s"),
+                     f"the mirror {mirror} did not answer (CGKUNIT_APT_MIRROR picks another)")
     candidate, versions = parse_policy(run_cmd(["apt-cache", *opts, "policy", spec.package]).stdout)
     unreachable = fetch_failure(update.stdout + update.stderr)
     if unreachable and not versions and not candidate:
-        raise DriverError(f"cannot reach the Debian mirror {mirror}: {unreachable}")
+        raise InfraError(f"cannot reach the Debian mirror {mirror}: {unreachable}")
     if spec.version in versions:
         version, pinned = spec.version, True
-    elif candidate:
+    elif candidate and env_flag(UNPINNED_ENV, env):
         version, pinned = candidate, False
         say(f"WARNING: pinned {spec.package} {spec.version} is gone from {spec.suite}; "
-            f"using newest {candidate}")
+            f"using newest {candidate}, unpinned ({UNPINNED_ENV}=1)")
         cached = cached_base(base_dir, spec.package, version)
         if cached is not None:
             return cached
+    elif candidate:
+        raise DriverError(f"{spec.package} {spec.version} (kernel/BASE's pin) is not available "
+                          f"from {mirror} {spec.suite} (it has {', '.join(versions) or candidate}): "
+                          f"fix kernel/BASE, or set {UNPINNED_ENV}=1 to build the newest "
+                          f"({candidate}) without the sha256 pin")
     else:
         raise DriverError(f"{spec.package} is not available from {mirror} {spec.suite}")
     deb = deb_path(base_dir, spec.package, version)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import shutil
 import sys
 import tarfile
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from cgkunit import fetch
-from cgkunit.common import DriverError
+from cgkunit.common import DriverError, InfraError
 
 PKG = "linux-source-7.3"
 PINNED = "7.3.4-1~bpo13+1"
@@ -198,6 +199,12 @@ name = os.path.basename(sys.argv[0])
 with open(os.environ["FAKE_LOG"], "a") as log:
     log.write(name + " " + " ".join(rest) + "\n")
 versions = os.environ["FAKE_VERSIONS"].split()
+if name == "apt-get" and rest[0] == os.environ.get("FAKE_HANG"):
+    # a mirror that accepts and never answers: apt waits, and so does what it started
+    import subprocess, time
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    open(os.environ["FAKE_LOG"] + ".pids", "w").write(f"{os.getpid()} {child.pid}")
+    time.sleep(600)
 if name == "apt-get" and rest[0] == "update" and os.environ.get("FAKE_UNREACHABLE"):
     # what apt-get update prints, exiting 0, when the mirror cannot be reached
     print("Err:1 http://m/debian trixie-backports InRelease\n  Could not resolve 'm'")
@@ -272,10 +279,32 @@ def test_fetch_pinned_then_cached(tmp_path: Path, fake_apt: dict[str, Path]) -> 
     assert fake_apt["log"].read_text() == ""  # no network step the second time
 
 
-def test_fetch_falls_back_to_newest_when_the_pin_is_gone(
+def test_a_pin_that_cannot_be_met_is_bad_input(
+        tmp_path: Path, fake_apt: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pinned version is gone (or kernel/BASE names one that never was): exit status 2,
+    nothing downloaded, unless the user asks for the newest (CGKUNIT_UNPINNED=1)."""
+    monkeypatch.setenv("FAKE_VERSIONS", NEWER)
+    repo, build = tmp_path / "repo", tmp_path / "build"
+    write_base(repo)
+    with pytest.raises(DriverError) as exc:
+        fetch.fetch_base(repo, build)
+    assert str(exc.value).startswith(f"{PKG} {PINNED} (kernel/BASE's pin) is not available from ")
+    assert f"set CGKUNIT_UNPINNED=1 to build the newest ({NEWER}) without the sha256 pin" \
+        in str(exc.value)
+    assert not list((build / "base").glob("*.deb")) and not (build / "base" / "src").exists()
+    monkeypatch.setenv("CGKUNIT_UNPINNED", "no")
+    with pytest.raises(DriverError):
+        fetch.fetch_base(repo, build)
+    monkeypatch.setenv("CGKUNIT_UNPINNED", "maybe")
+    with pytest.raises(DriverError, match="CGKUNIT_UNPINNED=maybe: want 1 or 0"):
+        fetch.fetch_base(repo, build)
+
+
+def test_fetch_falls_back_to_newest_when_asked(
         tmp_path: Path, fake_apt: dict[str, Path], monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("FAKE_VERSIONS", NEWER)
+    monkeypatch.setenv("CGKUNIT_UNPINNED", "1")
     repo, build = tmp_path / "repo", tmp_path / "build"
     write_base(repo)
     base = fetch.fetch_base(repo, build)
@@ -327,3 +356,86 @@ def test_fetch_mirror_unreachable(tmp_path: Path, fake_apt: dict[str, Path],
 ])
 def test_fetch_failure_lines(output: str, want: str | None) -> None:
     assert fetch.fetch_failure(output) == want
+
+
+@pytest.mark.parametrize("step", ["update", "download"])
+def test_a_mirror_that_never_answers(tmp_path: Path, fake_apt: dict[str, Path],
+                                     monkeypatch: pytest.MonkeyPatch,
+                                     capsys: pytest.CaptureFixture[str], step: str) -> None:
+    """Progress lines while it waits, then a clear error (an infrastructure one), and
+    nothing it started left running."""
+    monkeypatch.setenv("FAKE_HANG", step)
+    monkeypatch.setattr(fetch, "NET_HEARTBEAT_S", 0.3)
+    monkeypatch.setattr(fetch, "UPDATE_TIMEOUT_S", 1.5)
+    monkeypatch.setattr(fetch, "DOWNLOAD_TIMEOUT_S", 1.5)
+    repo, build = tmp_path / "repo", tmp_path / "build"
+    write_base(repo, sha=sha(fake_apt["debs"] / f"{PKG}_{PINNED}_all.deb"))
+    with pytest.raises(InfraError) as exc:
+        fetch.fetch_base(repo, build)
+    err = capsys.readouterr().err
+    if step == "update":
+        assert str(exc.value) == ("apt-get update did not finish in 1.5 s; stopped it: the "
+                                  "mirror http://m/debian did not answer (CGKUNIT_APT_MIRROR "
+                                  "picks another)")
+        assert "[cgkunit] apt-get update from http://m/debian: no answer yet, " in err
+    else:
+        assert str(exc.value).startswith("apt-get download did not finish in 1.5 s; stopped it: "
+                                         "the mirror is too slow or stopped sending")
+        assert f"[cgkunit] downloading {PKG}: 0.0 MB so far, " in err
+    apt, child = (int(x) for x in Path(str(fake_apt["log"]) + ".pids").read_text().split())
+    assert not running(apt) and not running(child)
+    assert not list((build / "base").glob("*.deb"))
+
+
+def running(pid: int) -> bool:
+    """Whether pid runs (a zombie does not), waiting a little for a kill to land."""
+    for _ in range(50):
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return False
+        if state in ("Z", "X"):
+            return False
+        import time
+        time.sleep(0.1)
+    return True
+
+
+def test_apt_gives_up_on_a_silent_mirror() -> None:
+    opts = fetch.apt_options(Path("/x"))
+    assert f"Acquire::http::Timeout={fetch.NET_IDLE_S}" in opts and "Acquire::Retries=1" in opts
+
+
+SILENT_MIRROR = """import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(16)
+print(s.getsockname()[1], flush=True)
+held = []
+while True:
+    held.append(s.accept()[0])  # accepts, never answers
+"""
+
+
+@pytest.mark.skipif(shutil.which("apt-get") is None or not fetch.KEYRING.is_file(),
+                    reason="needs apt-get and Debian's archive keyring")
+def test_real_apt_on_a_mirror_that_accepts_and_never_answers(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import subprocess
+    server = subprocess.Popen([sys.executable, "-c", SILENT_MIRROR], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert server.stdout is not None
+        mirror = f"http://127.0.0.1:{server.stdout.readline().strip()}/debian"
+        monkeypatch.setenv("CGKUNIT_APT_MIRROR", mirror)
+        monkeypatch.setattr(fetch, "NET_IDLE_S", 2)
+        monkeypatch.setattr(fetch, "NET_HEARTBEAT_S", 1.0)
+        repo = tmp_path / "repo"
+        write_base(repo)
+        with pytest.raises(InfraError, match=f"^cannot reach the Debian mirror {mirror}: "):
+            fetch.fetch_base(repo, tmp_path / "build")
+        err = capsys.readouterr().err
+        assert f"[cgkunit] apt-get update from {mirror}: no answer yet, 1s" in err
+    finally:
+        server.kill()
+        server.wait()
