@@ -3,12 +3,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from . import profile as profiles
 from .common import DriverError, read_json, say
 from .fetch import BaseSource, fetch_base
-from .report import Report, build_report, format_summary, write_summary
+from .report import Report, build_report, format_summary, replay_env, write_summary
 from .run import build, exec_tests, kernel_image, read_exec_info
 from .tree import PreparedTree, prepare_tree
 
@@ -90,16 +90,26 @@ def choose_qemu(prof: profiles.Profile, image: Path, build_root: Path) -> tuple[
 def boot_and_report(repo: Path, build_root: Path, prof: profiles.Profile, tree: PreparedTree,
                     base: str, results: Path, kernel_args: list[str], filter_glob: str, *,
                     shim: Path | None, out: Path | None = None, echo: bool = False,
-                    isolate: str | None = None) -> Report:
-    """exec + the report, written to results (summary not printed)."""
+                    isolate: str | None = None, replay_env: Sequence[str] = ()) -> Report:
+    """exec + the report, written to results (summary not printed); replay_env: the
+    KERNEL_SRC/KERNEL_REF words of its replay lines."""
     ex = exec_tests(tree.path, prof, repo, build_root, results, kernel_args, filter_glob,
                     shim=shim, echo=echo, out=out, isolate=isolate)
     report = build_report(ex.console_log, ex.verdict, profile=prof.name,
                           tree=f"{tree.path} @ {tree.head_commit[:12]}", base=base,
                           elapsed=ex.elapsed)
     report.replay_target = profiles.make_target(prof.name)
+    report.replay_env = list(replay_env)
     write_summary(report, results)
     return report
+
+
+def _number(value: object) -> float:
+    """A number of exec.json (0 for anything else: a file edited or cut short)."""
+    try:
+        return float(str(value))
+    except ValueError:
+        return 0.0
 
 
 def rereport(repo: Path, build_root: Path, profile: str, results: Path,
@@ -111,10 +121,12 @@ def rereport(repo: Path, build_root: Path, profile: str, results: Path,
     info = read_exec_info(results)
     old = read_json(results / "summary.json")
     old = old if isinstance(old, dict) else {}
+    env = old.get("replay_env")
     report = build_report(console, str(info.get("verdict", "completed")), profile=profile,
                           tree=str(old.get("tree", "")), base=str(old.get("base", "")),
-                          elapsed=float(str(info.get("elapsed", 0.0))))
+                          elapsed=_number(info.get("elapsed", 0.0)))
     report.replay_target = profiles.make_target(profile)
+    report.replay_env = [str(w) for w in env] if isinstance(env, list) else []
     write_summary(report, results)
     return report
 
@@ -150,7 +162,9 @@ def run_profile(repo: Path, build_root: Path, opts: RunOptions,
     """fetch + prepare + build + exec + parse + report; the report goes to printer."""
     k = ready_kernel(repo, build_root, opts)
     results = profiles.results_dir(build_root, k.profile.name, opts.results_tag or k.tree.variant)
-    report = boot_and_report(repo, build_root, k.profile, k.tree, k.base, results, opts.kernel_args,
-                             opts.filter_glob, shim=k.shim, echo=opts.echo, isolate=opts.isolate)
+    env = replay_env(opts.kernel_src, k.tree.base_commit) if opts.kernel_src else ()
+    report = boot_and_report(repo, build_root, k.profile, k.tree, k.base, results,
+                             opts.kernel_args, opts.filter_glob, shim=k.shim, echo=opts.echo,
+                             isolate=opts.isolate, replay_env=env)
     printer(report)
     return report

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import bisect
 import re
+import shlex
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -173,6 +174,8 @@ class Report:
     isolate: str = ""
     bad_parameters: list[BadParameter] = field(default_factory=list)
     ktap: list[str] = field(default_factory=list)  # the console's KTAP lines, prefixes off
+    kernel_args: list[str] = field(default_factory=list)  # the run's own (exec.json)
+    replay_env: list[str] = field(default_factory=list)   # KERNEL_SRC=.., KERNEL_REF=..
 
     def test(self, test_id: str) -> TestResult | None:
         return next((t for t in self.tests if t.id == test_id), None)
@@ -195,7 +198,8 @@ class Report:
                 "replay": replay_hints(self), "stops": self.stops,
                 "not_run": [n.to_json() for n in self.not_run],
                 "not_run_hints": not_run_hints(self), "isolate": self.isolate,
-                "bad_parameters": [p.to_json() for p in self.bad_parameters]}
+                "bad_parameters": [p.to_json() for p in self.bad_parameters],
+                "replay_env": self.replay_env}
 
 
 def refused_message(reports: Iterable[Report], what: str = "KERNEL_ARGS") -> str | None:
@@ -920,7 +924,8 @@ def replay_case(report: Report, t: TestResult,
 
 
 def replay_hints(report: Report) -> list[str]:
-    """One `make run` line per failed case, with the seed when the suite printed one."""
+    """One `make run` line per failed case: the tree the run was on (KERNEL_SRC, KERNEL_REF),
+    the seed and threads the suite printed for it, the run's other kernel arguments."""
     index = {t.id: t for t in report.tests}
     hints: list[str] = []
     seen: set[str] = set()
@@ -930,8 +935,35 @@ def replay_hints(report: Report) -> list[str]:
             continue
         target, args = found
         seen.add(target)
-        hints.append(replay_command(report.replay_target, " ".join(args), target))
+        hints.append(replay_line(report.replay_target, args, report.kernel_args, target,
+                                 report.replay_env))
     return hints
+
+
+def param_name(word: str) -> str:
+    """The kernel parameter a command-line word sets ('-' and '_' are the same to the kernel)."""
+    return word.split("=", 1)[0].replace("-", "_")
+
+
+def replay_line(target: str, printed: Sequence[str], run_args: Sequence[str],
+                filter_glob: str, env: Sequence[str] = ()) -> str:
+    """The command that replays a failure: env (replay_env) before target, the parameters
+    the suite printed for it, then the run's kernel arguments that set anything else, each
+    shell-quoted, and the filter."""
+    names = {param_name(w) for w in printed}
+    words = [*printed, *(w for w in run_args if param_name(w) not in names)]
+    cmd = replay_command(target, " ".join(shlex.quote(w) for w in words), filter_glob)
+    return " ".join([*env, cmd])
+
+
+def replay_env(kernel_src: str | None, kernel_ref: str = "HEAD") -> tuple[str, ...]:
+    """KERNEL_SRC/KERNEL_REF assignments a replay needs (none for the pinned base)."""
+    if not kernel_src:
+        return ()
+    out = [f"KERNEL_SRC={shlex.quote(kernel_src)}"]
+    if kernel_ref and kernel_ref != "HEAD":
+        out.append(f"KERNEL_REF={shlex.quote(kernel_ref)}")
+    return tuple(out)
 
 
 ISOLATE_ENV = "CGKUNIT_ISOLATE"
@@ -1150,6 +1182,8 @@ def build_report(console_log: Path, verdict: str, *, profile: str = "", tree: st
         attach_stops(report, stops if isinstance(stops, list) else [])
         report.filter_glob = str(info.get("filter") or "")
         report.isolate = str(info.get("isolate") or "")
+        args = info.get("kernel_args")
+        report.kernel_args = [str(a) for a in args] if isinstance(args, list) else []
     report.files = {"console": str(console_log)}
     for name, fname in (("ktap", "results.ktap"), ("json", "results.json"), ("junit", "results.xml")):
         if (results / fname).exists():

@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 import os
 import random
-import shlex
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from . import profile as profiles
 from . import report as rp
 from .common import DriverError, say, write_json
 from .params import SUITE_MODULE
+from .report import replay_env
 from .run import read_exec_info
 from .signature import Signature, signatures
 
@@ -82,17 +82,12 @@ def draw_seeds(fixed: int | None, rng: random.Random | None = None) -> Iterator[
         yield fixed if fixed is not None else rng.randrange(1, MAX_SEED + 1)
 
 
-def _param(word: str) -> str:
-    """The kernel parameter a command-line word sets ('-' and '_' are the same to the kernel)."""
-    return word.split("=", 1)[0].replace("-", "_")
-
-
 def seed_in_args(words: Sequence[str], what: str = "KERNEL_ARGS") -> int | None:
     """The seed a cgroup_kunit.seed= word of the kernel arguments asks for (the last one);
     None without one or for 0 (the suite picks a seed); DriverError for a non-number."""
     value: str | None = None
     for w in words:
-        if _param(w) == SEED_PARAM and "=" in w:
+        if rp.param_name(w) == SEED_PARAM and "=" in w:
             value = w.split("=", 1)[1]
     if value is None:
         return None
@@ -107,7 +102,7 @@ def seed_in_args(words: Sequence[str], what: str = "KERNEL_ARGS") -> int | None:
 
 def without_seed(words: Sequence[str]) -> list[str]:
     """The kernel arguments without their cgroup_kunit.seed words (stress sets the seed)."""
-    return [w for w in words if _param(w) != SEED_PARAM]
+    return [w for w in words if rp.param_name(w) != SEED_PARAM]
 
 
 def check_options(runs: int, seed: int | None, kernel_args: Sequence[str]) -> int | None:
@@ -141,23 +136,10 @@ class Replay:
         suite printed for the failing case (seed, threads), else the run's seed, then the
         other kernel arguments of the run; FILTER the case, else the run's filter."""
         words = list(printed)
-        if not any(_param(w) == SEED_PARAM for w in words):
+        if not any(rp.param_name(w) == SEED_PARAM for w in words):
             words.insert(0, f"{SEED_PARAM}={seed}")
-        names = {_param(w) for w in words}
-        words += [w for w in self.kernel_args if _param(w) not in names]
-        cmd = rp.replay_command(self.target, " ".join(shlex.quote(w) for w in words),
-                                case or self.filter_glob)
-        return " ".join([*self.env, cmd])
-
-
-def replay_env(kernel_src: str | None, kernel_ref: str = "HEAD") -> tuple[str, ...]:
-    """KERNEL_SRC/KERNEL_REF assignments a replay needs (none for the pinned base)."""
-    if not kernel_src:
-        return ()
-    out = [f"KERNEL_SRC={shlex.quote(kernel_src)}"]
-    if kernel_ref and kernel_ref != "HEAD":
-        out.append(f"KERNEL_REF={shlex.quote(kernel_ref)}")
-    return tuple(out)
+        return rp.replay_line(self.target, words, self.kernel_args, case or self.filter_glob,
+                              self.env)
 
 
 # --- one run ------------------------------------------------------------------------------

@@ -110,3 +110,35 @@ def test_run_end_to_end_with_a_fake_kunit_py(tmp_path: Path, monkeypatch: pytest
     assert out.startswith(f"cgkunit: um-t: {status.upper()}")
     if status == "fail":
         assert "KERNEL_ARGS=" in out and "python3 tools/kunit/cgkunit.py run --profile um-t" in out
+
+
+def test_replay_of_a_run_on_kernel_src(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """The replay line says which tree the run was on (KERNEL_SRC and the commit) and carries
+    the run's other kernel arguments: replaying does not test the Debian base instead."""
+    kernel, repo, build = fake_run_setup(tmp_path, FAKE_KUNIT)
+    monkeypatch.setenv("FAKE_CONSOLE", str(DATA / "03_kcsan.log"))
+    monkeypatch.setenv("FAKE_ARGS", str(tmp_path / "args"))
+    opts = pipeline.RunOptions(profile="um-t", no_build=True, kernel_src=str(kernel),
+                               kernel_args=["cgroup_kunit.seed=1", "cgroup_kunit.duration_ms=200",
+                                            "loglevel=7"],
+                               filter_glob="cgroup_kunit_oracle*")
+    r = pipeline.run_profile(repo, build, opts)
+    sha = git(kernel, "rev-parse", "HEAD")
+    want = (f"KERNEL_SRC={kernel} KERNEL_REF={sha} "
+            "KERNEL_ARGS=\"cgroup_kunit.seed=31337 cgroup_kunit.threads=2 "
+            "cgroup_kunit.duration_ms=200 loglevel=7\" FILTER='cgroup_kunit_oracle.provoke_kcsan' "
+            "python3 tools/kunit/cgkunit.py run --profile um-t")
+    assert rp.replay_hints(r) == [want]
+    assert f"    {want}" in capsys.readouterr().out
+    # and report, from the files, says the same
+    again = pipeline.rereport(repo, build, "um-t", build / "results" / "um-t")
+    assert rp.replay_hints(again) == [want]
+    assert json.loads((build / "results" / "um-t" / "summary.json").read_text())["replay"] == [want]
+
+
+def test_replay_words_are_quoted() -> None:
+    line = rp.replay_line("make run", ["cgroup_kunit.seed=5"], ["a=b c", "cgroup_kunit.seed=1"],
+                          "s.c", rp.replay_env("/my linux", "v7.3"))
+    assert line == ("KERNEL_SRC='/my linux' KERNEL_REF=v7.3 make run "
+                    "KERNEL_ARGS=\"cgroup_kunit.seed=5 'a=b c'\" FILTER='s.c'")
