@@ -7,13 +7,13 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Callable
 
-from .common import DriverError, say
+from .common import DriverError, InfraError, say
 from .params import check_filter, check_kernel_args
 from .profile import PROFILES_DIR, isolate_mode
-from .report import STATUS_EXIT, Report, TestResult
+from .report import EXIT_INTERRUPTED, INTERRUPTED, STATUS_EXIT, Report, TestResult
 
 CHECKS_FILE = Path("tools") / "kunit" / "checks.json"
-RUN_STATUSES = ("pass", "fail", *sorted(set(STATUS_EXIT) - {"pass", "fail"}))
+RUN_STATUSES = ("pass", "fail", *sorted(set(STATUS_EXIT) - {"pass", "fail", INTERRUPTED}))
 
 
 @dataclass(frozen=True)
@@ -242,17 +242,30 @@ def run_checks(checks: list[Check], runner: Runner, only: str | None = None) -> 
             raise DriverError(f"no check named {only!r}")
     outcomes: list[Outcome] = []
     errors = 0
+    stopped = ""
     for i, c in enumerate(checks, 1):
+        if stopped:
+            outcomes.append(Outcome(check=c, ok=False, status="not run"))
+            continue
         say(f"check {i} of {len(checks)}: {c.name} (profile {c.profile})")
         try:
             outcomes.append(evaluate(c, runner(c)))
         except DriverError as e:
             errors += 1
             outcomes.append(Outcome(check=c, ok=False, status="error", problems=[e.reason]))
+            if isinstance(e, InfraError):  # the next check would meet it too
+                stopped = "infrastructure error"
+                say(f"stopping: {e.reason}; the checks after {c.name} would meet it too")
+        except KeyboardInterrupt:
+            outcomes.append(Outcome(check=c, ok=False, status=INTERRUPTED,
+                                    problems=["interrupted while it ran"]))
+            stopped = INTERRUPTED
         o = outcomes[-1]
         say(f"check {i} of {len(checks)}: {c.name}: " + ("ok" if o.ok else "NOT OK")
             + "".join(f"\n    - {p}" for p in o.problems))
     table = format_table(outcomes)
+    if any(o.status == INTERRUPTED for o in outcomes):
+        return EXIT_INTERRUPTED, table
     if errors:
         return 2, table
     return (0 if all(o.ok for o in outcomes) else 1), table

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Union
 
-from .report import Report, TestResult, _first_failure, _grouped, _splat_line
+from .report import POINT_LEVELS, Report, TestResult, _first_failure, _grouped, _splat_line
 
 # the report's status -> kunit_json.py's (a crash is kunit.py's TEST_CRASHED: ERROR)
 JSON_STATUS = {"PASS": "PASS", "SKIP": "SKIP", "FAIL": "FAIL", "CRASH": "ERROR"}
@@ -48,10 +48,10 @@ class Group:
 
 def groups(report: Report, name: str = ROOT_JSON) -> Group:
     """The report's tests as kunit.py nests them, crash points under the test they ran in."""
-    index = {t.id: t for t in report.tests if t.level != "crash"}
+    index = {t.id: t for t in report.tests if t.level not in POINT_LEVELS}
     hosted: dict[str, list[TestResult]] = {}
     for t in report.tests:
-        if t.level == "crash":
+        if t.level in POINT_LEVELS:
             host = t.parent or ""
             while host and host not in index:
                 host = host.rpartition(".")[0]
@@ -64,7 +64,7 @@ def groups(report: Report, name: str = ROOT_JSON) -> Group:
             sub = [index[c] for c in k.children if c in index] + hosted.get(k.id, [])
             g.members.append(group(k.name, k, sub) if sub else k)
         return g
-    top = [t for t in report.tests if t.parent is None and t.level != "crash"]
+    top = [t for t in report.tests if t.parent is None and t.level not in POINT_LEVELS]
     return group(name, None, top + hosted.get("", []))
 
 

@@ -19,6 +19,7 @@ import re
 import shlex
 import shutil
 import stat
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -27,8 +28,10 @@ from . import profile as profiles
 from .common import DriverError, read_text_file, run_logged, say, user_path, write_json
 from .params import SUITE_MODULE, param_rules, refused_value, suite_parameters
 from .pipeline import choose_qemu, prepare
-from .report import Report, build_report, format_summary, strip_prefix, write_summary
-from .run import HANG_S, StopRules, build, build_failure, clear_results, kunit_env, watch
+from .report import (INTERRUPTED, Report, build_report, format_summary, strip_prefix,
+                     write_summary)
+from .run import (HANG_S, ExecResult, StopRules, build, build_failure, kunit_env, new_results,
+                  watch)
 
 MODULE_RUN_KCONFIG = (
     "CONFIG_MODULES=y", "CONFIG_MODULE_UNLOAD=y", "CONFIG_CGROUP_KUNIT_TEST=m",
@@ -478,21 +481,26 @@ def module_run(repo: Path, build_root: Path, profile_name: str, cycles: int, arg
         guest = own_guest(repo, build_root, prof, kernel_src, kernel_ref, jobs)
     ko, image, out = guest.ko, guest.image, guest.work
     results = profiles.results_dir(build_root, guest.results_name)
-    clear_results(results)
-    for name in ("module-run.json", "kmemleak.txt"):
-        (results / name).unlink(missing_ok=True)
-    for old in results.glob("cycle-*"):
-        shutil.rmtree(old)
     initramfs = write_initramfs(out / "initramfs.cpio", ko, init_script(cycles, args))
     kernel_args = [f"kunit.filter_glob={filter_glob}"] if filter_glob else []
     cmd = qemu_command(image, initramfs, prof, kernel_args)
     shim, accel = choose_qemu(prof, image, build_root)
     say(f"module-run {prof.name}: {cycles} cycles of insmod {' '.join([MODULE, *args])}"
         + (f", filter {filter_glob}" if filter_glob else "") + f" (QEMU {accel})")
-    ex = watch(cmd, results / "console.log", f"module-run {prof.name}", cwd=out,
-               env=kunit_env(shim), boot_timeout=prof.boot_timeout,
-               timeout=prof.timeout + cycles * CYCLE_TIMEOUT_S, hang_timeout=HANG_S, echo=echo,
-               rules=StopRules.of(prof))
+    interrupted = False
+    with new_results(results) as stage:  # the earlier run's results stay until this one's
+        started = time.monotonic()
+        try:
+            ex = watch(cmd, stage / "console.log", f"module-run {prof.name}", cwd=out,
+                       env=kunit_env(shim), boot_timeout=prof.boot_timeout,
+                       timeout=prof.timeout + cycles * CYCLE_TIMEOUT_S, hang_timeout=HANG_S,
+                       echo=echo, rules=StopRules.of(prof))
+        except KeyboardInterrupt:
+            if not (stage / "console.log").is_file() or not (stage / "console.log").stat().st_size:
+                raise
+            interrupted = True
+            ex = ExecResult(verdict=INTERRUPTED, console_log=stage / "console.log",
+                            elapsed=time.monotonic() - started)
     text = (results / "console.log").read_text(errors="backslashreplace")
     log = split_console(text)
     reports, done = [], []
@@ -507,12 +515,13 @@ def module_run(repo: Path, build_root: Path, profile_name: str, cycles: int, arg
         raise DriverError(f"MODULE_ARGS: the suite refused {'; '.join(refused)}; "
                           "insmod failed with -EINVAL")
     problems = problems_of(log, done, cycles, ex.verdict, guest.kmemleak)
+    status = INTERRUPTED if interrupted else "fail" if problems else "pass"
     summary: dict[str, Any] = {
         "profile": prof.name, "cycles_wanted": cycles, "module_args": args,
         "filter": filter_glob, "accel": accel, "elapsed": round(ex.elapsed, 1),
         "verdict": ex.verdict, "stops": [s.to_json() for s in ex.stops],
         "cycles_completed": sum(1 for c in log.cycles if c.unloaded),
-        "kmemleak": log.kmemleak, "status": "fail" if problems else "pass",
+        "kmemleak": log.kmemleak, "status": status,
         "problems": problems, "cycles": [asdict(c) for c in done],
         "tree": guest.label, "base": guest.base, "command": cmd,
         "kernel": f"{guest.label} ({prof.name}'s watchdog)" if kdir_text else "",
@@ -520,6 +529,8 @@ def module_run(repo: Path, build_root: Path, profile_name: str, cycles: int, arg
     write_json(results / "module-run.json", summary)
     (results / "kmemleak.txt").write_text("\n".join(log.kmemleak_text) + "\n")
     print(format_module_run(summary, reports[0] if reports else None), end="", flush=True)
+    if interrupted:
+        raise KeyboardInterrupt
     return 1 if problems else 0
 
 

@@ -6,10 +6,10 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from . import profile as profiles
-from .common import DriverError, read_json, say
+from .common import DriverError, InfraError, read_json, say
 from .fetch import BaseSource, fetch_base
 from .report import Report, build_report, format_summary, replay_env, write_summary
-from .run import build, exec_tests, kernel_image, read_exec_info
+from .run import ExecResult, Interrupted, build, exec_tests, kernel_image, read_exec_info
 from .tree import PreparedTree, prepare_tree
 
 
@@ -39,8 +39,16 @@ def base_label(base: BaseSource | None, tree: PreparedTree, kernel_src: str | No
 
 def prepare(repo: Path, build_root: Path, kernel_src: str | None, kernel_ref: str = "HEAD",
             extra_patches: list[Path] | None = None) -> tuple[PreparedTree, str]:
-    """Fetch (unless KERNEL_SRC) and prepare the tree; (tree, base label)."""
-    base = None if kernel_src else fetch_base(repo, build_root)
+    """Fetch (unless KERNEL_SRC) and prepare the tree; (tree, base label). The fetch's
+    inputs were checked before (kernel/BASE): what fails in it now is the mirror's, the
+    network's or the disk's, an InfraError (make check stops at the first, rather than
+    meeting it again in each of its checks)."""
+    try:
+        base = None if kernel_src else fetch_base(repo, build_root)
+    except InfraError:
+        raise
+    except DriverError as e:
+        raise InfraError(e.reason) from None
     tree = prepare_tree(repo, build_root, base, kernel_src, kernel_ref, extra_patches or [])
     say(f"tree {tree.path} at {tree.head_commit[:12]}"
         + (f" (variant {tree.variant})" if tree.variant else ""))
@@ -92,13 +100,23 @@ def boot_and_report(repo: Path, build_root: Path, prof: profiles.Profile, tree: 
                     shim: Path | None, out: Path | None = None, echo: bool = False,
                     isolate: str | None = None, replay_env: Sequence[str] = ()) -> Report:
     """exec + the report, written to results (summary not printed); replay_env: the
-    KERNEL_SRC/KERNEL_REF words of its replay lines."""
-    ex = exec_tests(tree.path, prof, repo, build_root, results, kernel_args, filter_glob,
-                    shim=shim, echo=echo, out=out, isolate=isolate)
-    report = build_report(ex.console_log, ex.verdict, profile=prof.name,
+    KERNEL_SRC/KERNEL_REF words of its replay lines. An interrupted run (run.Interrupted)
+    gets its report written too, and the exception carries it on."""
+    try:
+        ex = exec_tests(tree.path, prof, repo, build_root, results, kernel_args, filter_glob,
+                        shim=shim, echo=echo, out=out, isolate=isolate)
+    except Interrupted as stop:
+        stop.report = _report(stop.result, prof.name, tree, base, results, replay_env)
+        raise
+    return _report(ex, prof.name, tree, base, results, replay_env)
+
+
+def _report(ex: ExecResult, profile: str, tree: PreparedTree, base: str, results: Path,
+            replay_env: Sequence[str]) -> Report:
+    report = build_report(ex.console_log, ex.verdict, profile=profile,
                           tree=f"{tree.path} @ {tree.head_commit[:12]}", base=base,
                           elapsed=ex.elapsed)
-    report.replay_target = profiles.make_target(prof.name)
+    report.replay_target = profiles.make_target(profile)
     report.replay_env = list(replay_env)
     write_summary(report, results)
     return report
@@ -159,12 +177,18 @@ def print_summary(report: Report) -> None:
 
 def run_profile(repo: Path, build_root: Path, opts: RunOptions,
                 printer: Callable[[Report], None] = print_summary) -> Report:
-    """fetch + prepare + build + exec + parse + report; the report goes to printer."""
+    """fetch + prepare + build + exec + parse + report; the report goes to printer (that
+    of an interrupted run too, before run.Interrupted goes on)."""
     k = ready_kernel(repo, build_root, opts)
     results = profiles.results_dir(build_root, k.profile.name, opts.results_tag or k.tree.variant)
     env = replay_env(opts.kernel_src, k.tree.base_commit) if opts.kernel_src else ()
-    report = boot_and_report(repo, build_root, k.profile, k.tree, k.base, results,
-                             opts.kernel_args, opts.filter_glob, shim=k.shim, echo=opts.echo,
-                             isolate=opts.isolate, replay_env=env)
+    try:
+        report = boot_and_report(repo, build_root, k.profile, k.tree, k.base, results,
+                                 opts.kernel_args, opts.filter_glob, shim=k.shim, echo=opts.echo,
+                                 isolate=opts.isolate, replay_env=env)
+    except Interrupted as stop:
+        if stop.report is not None:
+            printer(stop.report)
+        raise
     printer(report)
     return report

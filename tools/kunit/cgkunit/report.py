@@ -21,9 +21,15 @@ EXIT_PASS = 0
 EXIT_FAIL = 1
 EXIT_ERROR = 2
 BISECT_SKIP = 125
+EXIT_INTERRUPTED = 130  # Ctrl-C or SIGTERM: 128 + SIGINT, as a shell says it
+INTERRUPTED = "interrupted"  # verdict and status of a run stopped by Ctrl-C or SIGTERM
 STATUS_EXIT = {"pass": EXIT_PASS, "fail": EXIT_FAIL, "crash": EXIT_FAIL, "hang": EXIT_FAIL,
-               "timeout": EXIT_FAIL, "boot-timeout": EXIT_FAIL, "no-tests": EXIT_ERROR}
+               "timeout": EXIT_FAIL, "boot-timeout": EXIT_FAIL, "no-tests": EXIT_ERROR,
+               INTERRUPTED: EXIT_INTERRUPTED}
 STOPPED = "stopped: "  # verdict prefix of a boot the watchdog ended on a failure state
+# levels of a test that is a point in a run, not a KTAP test: where the kernel crashed or
+# stopped, or where Ctrl-C interrupted the run
+POINT_LEVELS = ("crash", INTERRUPTED)
 EXIT_HELP = """exit status:
   0  pass: every test passed or skipped, no splat anywhere
   1  the kernel under test failed: a test failed, a splat (lockdep, KCSAN,
@@ -34,7 +40,10 @@ EXIT_HELP = """exit status:
   2  bad input or infrastructure error: bad KERNEL_SRC, checksum mismatch,
      a patch does not apply, the build failed, no tests ran, bad arguments,
      a cgroup_kunit.* parameter the suite does not declare, or a value it
-     refused at boot (the tests then ran with the default)
+     refused at boot (the tests then ran with the default), another command
+     holding the build root
+  130  interrupted (Ctrl-C or SIGTERM): the kernel was stopped, what the run
+     wrote so far is kept and its report says "interrupted"
   (bisect maps 2 to 125, "skip this commit")"""
 
 
@@ -762,22 +771,29 @@ def _test(node: _Node) -> TestResult:
     return t
 
 
-def _crash(end: _End) -> tuple[TestResult, list[str]]:
+def _crash(end: _End, interrupted: bool = False) -> tuple[TestResult, list[str]]:
     """The crash point of a section that ended early (the test running, named by its seed
-    line when KTAP had not named it yet) and its notes."""
+    line when KTAP had not named it yet) and its notes; interrupted (Ctrl-C): no crash but
+    the point the run was stopped at, a skipped test of level INTERRUPTED."""
     named = [n for n in end.open if n.name is not None]
     running = ".".join(named[-1].path()) if named else ""
     if len(named) == 1 and end.got.case and end.got.case != named[0].name:
         running = f"{running}.{end.got.case}"  # a plain case: named by its seed line
-    crash_id = f"{running or 'kunit'}: running when the kernel stopped (after {end.after})"
+    stopped = "the run was interrupted" if interrupted else "the kernel stopped"
+    crash_id = f"{running or 'kunit'}: running when {stopped} (after {end.after})"
     notes = []
-    if end.root.plan is not None and end.root.results < end.root.plan:
+    if interrupted:
+        notes.append(f"interrupted (Ctrl-C or SIGTERM) while {running or 'KUnit'} ran")
+    elif end.root.plan is not None and end.root.results < end.root.plan:
         notes.append(f"KTAP incomplete: planned {end.root.plan} suites, got {end.root.results}")
-    if end.open:
+    if end.open and not interrupted:
         notes.append(f"KTAP incomplete: {running or 'a suite'} never reported a result")
-    return TestResult(id=crash_id, name=crash_id, path=[crash_id], level="crash",
-                      kunit_status="NONE", status="CRASH", line_no=None, parent=running or None,
-                      boot=end.boot, **end.got.fields(crash_id)), notes
+    return TestResult(id=crash_id, name=crash_id, path=[crash_id],
+                      level=INTERRUPTED if interrupted else "crash", kunit_status="NONE",
+                      status="SKIP" if interrupted else "CRASH", line_no=None,
+                      parent=running or None, boot=end.boot,
+                      skip_reason="interrupted while it ran" if interrupted else "",
+                      **end.got.fields(crash_id)), notes
 
 
 def _not_reached(end: _End, running: str) -> list[NotRun]:
@@ -815,7 +831,7 @@ def parse_console(text: str, verdict: str = "completed") -> Report:
     not_run: list[NotRun] = []
     for end in tree.ends:
         if end.crash:
-            crash, said = _crash(end)
+            crash, said = _crash(end, verdict == INTERRUPTED)
             tests.append(crash)
             notes += said
             not_run += _not_reached(end, crash.parent or "")
@@ -825,6 +841,10 @@ def parse_console(text: str, verdict: str = "completed") -> Report:
     if tree.boots > tree.boot:
         not_run.append(NotRun(what="boot", count=tree.boots - tree.boot, suite="",
                               after=f"boot {tree.boot} of {tree.boots}", planned=tree.boots))
+    if verdict == INTERRUPTED:  # the tests Ctrl-C cut short did not crash: they did not end
+        for t in tests:
+            if t.status == "CRASH" and t.level not in POINT_LEVELS:
+                t.status, t.skip_reason = "SKIP", "interrupted before its result"
     return _verdicts(state, tests, notes, not_run, verdict,
                      next((strip_prefix(ln).strip() for ln in reversed(lines) if ln.strip()), ""))
 
@@ -1059,7 +1079,7 @@ SCREEN = 48
 def _test_lines(t: TestResult) -> list[str]:
     reason = f"  ({t.skip_reason})" if t.status == "SKIP" and t.skip_reason else ""
     kids = f"  [{len(t.children)} params]" if t.level == "case" and t.children else ""
-    lines = [f"  {t.status:<5} {t.display if t.level != 'crash' else t.id}{kids}{reason}"]
+    lines = [f"  {t.status:<5} {t.display if t.level not in POINT_LEVELS else t.id}{kids}{reason}"]
     lines += [f"          {_splat_line(s, n)}" for s, n in _grouped(t.splats)]
     for n in t.notes:
         if n.startswith(("failed: splat", "planned", "no result", "stopped")):
@@ -1099,7 +1119,7 @@ def format_summary(report: Report) -> str:
     out += [f"  watchdog: {stop_line(stop)}" for stop in report.stops]
     body: list[str] = []
     for t in report.tests:
-        if t.line_no is None and t.level != "crash":
+        if t.line_no is None and t.level not in POINT_LEVELS:
             continue
         if t.level == "suite" and t.children and not t.splats:
             continue

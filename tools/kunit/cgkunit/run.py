@@ -1,6 +1,7 @@
 """Build with the tree's own kunit.py, boot with a watchdog, keep the console."""
 from __future__ import annotations
 
+import glob
 import math
 import os
 import queue
@@ -11,13 +12,15 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from . import procs
 from . import report as rp
+from .report import INTERRUPTED
 from .common import DriverError, HEARTBEAT_S, read_json, run_logged, say, write_json
 from .params import (DEFAULT_DURATION_MS, DURATION, DYNMODS, DYNMODS_ON, DYNMODS_SUITE,
                      SUITE_MODULE, check_filter, duration_ms, dynmods_cases, sets)
@@ -31,9 +34,6 @@ HANG_S = 300.0
 # the harness waits CGK_STOP_SLACK_MS (30 s) past it, its start barrier up to 10 s, and the
 # rest is for a case's checks and teardown.
 HANG_MARGIN_S = 120.0
-# a run's files, which clear_results removes (parse.log: what earlier versions wrote)
-RESULT_FILES = ("console.log", "exec.json", "results.json", "results.xml", "results.ktap",
-                "parse.log", "summary.json", "summary.txt")
 
 
 PANIC_GRACE_S = 1.0   # after "Kernel panic - not syncing": the rest of its trace, then stop
@@ -221,15 +221,6 @@ def exec_command(tree: Path, profile: Profile, repo_root: Path, build_root: Path
     if check_filter(filter_glob):
         cmd.append(filter_glob)
     return cmd
-
-
-def clear_results(results: Path) -> None:
-    """Remove the files of an earlier run."""
-    results.mkdir(parents=True, exist_ok=True)
-    for name in RESULT_FILES:
-        (results / name).unlink(missing_ok=True)
-    for kept in results.glob("console.*.log"):  # each boot's, consoles of early hangs
-        kept.unlink()
 
 
 @dataclass(frozen=True)
@@ -571,6 +562,21 @@ def watch(cmd: Sequence[str], console: Path, label: str, *, cwd: Path | None,
     return ExecResult(verdict=final, console_log=console, elapsed=clock() - start, stops=stops)
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM during a boot whose console had something: what it wrote is in its
+    results directory (exec.json's verdict "interrupted"), and the report, once made."""
+
+    def __init__(self, result: ExecResult, report: rp.Report | None = None) -> None:
+        super().__init__(INTERRUPTED)
+        self.result = result
+        self.report = report
+
+
+def _wrote_console(stage: Path) -> bool:
+    """Whether a boot in stage got anything on its console."""
+    return any(p.stat().st_size for p in stage.glob("console*.log") if p.is_file())
+
+
 def exec_tests(tree: Path, profile: Profile, repo_root: Path, build_root: Path, results: Path,
                kernel_args: Sequence[str] = (), filter_glob: str = "", *,
                shim: Path | None = None, echo: bool = False,
@@ -579,11 +585,16 @@ def exec_tests(tree: Path, profile: Profile, repo_root: Path, build_root: Path, 
     """Boot the built kernel (in out, default the profile's) as boot_plan says: once, or once
     per suite or test with isolate (None: the profile's), and cgroup_migrate_dynmods in a boot
     of its own. The console is results/console.log; in a run of several boots that is all of
-    them in order, and each boot's own is kept in console.<name>.log."""
+    them in order, and each boot's own is kept in console.<name>.log.
+
+    The run writes into a new directory that replaces results only once it is done
+    (new_results), so an earlier run's results stay until this one has its own. Ctrl-C or
+    SIGTERM (KeyboardInterrupt) during a boot that printed something ends the run with
+    verdict "interrupted", its console and exec.json kept in results, and raises
+    Interrupted; before that, results are left as they were."""
     image = kernel_image(build_root, profile, out)
     if not image.is_file():
         raise DriverError(f"no kernel built for {profile.name} ({image} missing); build it first")
-    clear_results(results)
     mode = profile.isolate if isolate is None else isolate
     plan = boot_plan(kernel_args, filter_glob, mode, dynmods_cases(repo_root))
     gang = duration_ms([*profile.kernel_args, *kernel_args])
@@ -621,36 +632,82 @@ def exec_tests(tree: Path, profile: Profile, repo_root: Path, build_root: Path, 
     execs: list[ExecResult] = []
     boots: list[dict[str, object]] = []
     retries: list[dict[str, object]] = []
-    for i, boot in enumerate(plan, 1):
-        which = f"boot {i} of {len(plan)}" if len(plan) > 1 else ""
-        if execs and execs[0].verdict == "boot-timeout":
-            say(f"{profile.name}: {which} ({boot.describe()}) not started: the kernel never "
-                "reached KUnit in boot 1")
-            break
-        if which:
-            say(f"{which}: {boot.describe()}")
-        cmd = exec_command(tree, profile, repo_root, build_root, boot.kernel_args,
-                           boot.filter_glob, out, mode, timeout)
-        console = results / (f"console.{boot.name}.log" if boot.name else "console.log")
-        retried: list[dict[str, object]] = []
-        label = f"running {profile.name}" + (f" ({which})" if which else "")
-        result = boot_once(cmd, console, label, retried)
-        say(f"{profile.name}: {which + ': ' if which else ''}kernel run {result.verdict} "
-            f"in {result.elapsed:.0f}s")
-        execs.append(result)
-        retries += retried
-        boots.append({"name": boot.name, "kernel_args": list(boot.kernel_args),
-                      "filter": boot.filter_glob, "command": cmd, "console": console.name,
-                      "verdict": result.verdict, "elapsed": round(result.elapsed, 3),
-                      "boot_retries": retried})
-    result = execs[0] if len(plan) == 1 else join_boots(execs, len(plan), results / "console.log")
-    write_json(results / "exec.json", {
-        "verdict": result.verdict, "elapsed": round(result.elapsed, 3), "profile": profile.name,
-        "command": boots[0]["command"], "kernel_args": list(kernel_args), "filter": filter_glob,
-        "isolate": mode, "rules": asdict(rules), "stops": [s.to_json() for s in result.stops],
-        "boot_retries": retries, "boots": boots, "duration_ms": gang, "hang_timeout": hang,
-        "timeout": timeout})
+    interrupted = False
+    with new_results(results) as stage:
+        for i, boot in enumerate(plan, 1):
+            which = f"boot {i} of {len(plan)}" if len(plan) > 1 else ""
+            if execs and execs[0].verdict == "boot-timeout":
+                say(f"{profile.name}: {which} ({boot.describe()}) not started: the kernel never "
+                    "reached KUnit in boot 1")
+                break
+            if which:
+                say(f"{which}: {boot.describe()}")
+            cmd = exec_command(tree, profile, repo_root, build_root, boot.kernel_args,
+                               boot.filter_glob, out, mode, timeout)
+            console = stage / (f"console.{boot.name}.log" if boot.name else "console.log")
+            retried: list[dict[str, object]] = []
+            label = f"running {profile.name}" + (f" ({which})" if which else "")
+            started = time.monotonic()
+            try:
+                result = boot_once(cmd, console, label, retried)
+            except KeyboardInterrupt:
+                if not _wrote_console(stage):
+                    raise  # nothing of this run to keep: results stay as they were
+                interrupted = True
+                result = ExecResult(verdict=INTERRUPTED, console_log=console,
+                                    elapsed=time.monotonic() - started)
+                say(f"{profile.name}: {which + ': ' if which else ''}interrupted after "
+                    f"{result.elapsed:.0f}s; the kernel is stopped, its console kept")
+            else:
+                say(f"{profile.name}: {which + ': ' if which else ''}kernel run {result.verdict} "
+                    f"in {result.elapsed:.0f}s")
+            execs.append(result)
+            retries += retried
+            boots.append({"name": boot.name, "kernel_args": list(boot.kernel_args),
+                          "filter": boot.filter_glob, "command": cmd, "console": console.name,
+                          "verdict": result.verdict, "elapsed": round(result.elapsed, 3),
+                          "boot_retries": retried})
+            if interrupted:
+                break
+        result = execs[0] if len(plan) == 1 else join_boots(execs, len(plan), stage / "console.log")
+        if interrupted:
+            result.verdict = INTERRUPTED
+        write_json(stage / "exec.json", {
+            "verdict": result.verdict, "elapsed": round(result.elapsed, 3), "profile": profile.name,
+            "command": boots[0]["command"], "kernel_args": list(kernel_args), "filter": filter_glob,
+            "isolate": mode, "rules": asdict(rules), "stops": [s.to_json() for s in result.stops],
+            "boot_retries": retries, "boots": boots, "duration_ms": gang, "hang_timeout": hang,
+            "timeout": timeout})
+    result.console_log = results / "console.log"
+    if interrupted:
+        raise Interrupted(result)
     return result
+
+
+@contextmanager
+def new_results(results: Path) -> Iterator[Path]:
+    """A new, empty directory beside results for a run to write into; once the block ends
+    without an exception it replaces results (the earlier run's files go only then), and
+    after one it is removed and results are as they were."""
+    parent, name = results.parent, results.name
+    parent.mkdir(parents=True, exist_ok=True)
+    for stale in [*parent.glob(f".{glob.escape(name)}.new-*"),
+                  *parent.glob(f".{glob.escape(name)}.old-*")]:
+        shutil.rmtree(stale, ignore_errors=True)  # left by a run that was killed hard
+    stage = parent / f".{name}.new-{os.getpid()}"
+    stage.mkdir()
+    try:
+        yield stage
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    old = parent / f".{name}.old-{os.getpid()}"
+    if results.is_dir() and not results.is_symlink():
+        os.replace(results, old)
+    elif results.exists() or results.is_symlink():
+        results.unlink()
+    os.replace(stage, results)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 BOOT_RETRIES = 1

@@ -210,3 +210,63 @@ def test_check_run_prints_one_line_not_the_summary(capsys: pytest.CaptureFixture
     ck.report_line(report)
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "run pass: " in err[0] and err[0].endswith("; /r/summary.json")
+
+
+# --- make check stops at the first infrastructure error (issue 31) -------------------------------
+
+def failing_at(name: str, error: BaseException, ran: list[str]) -> ck.Runner:
+    """A check runner that passes every check but name, which raises error."""
+    def runner(c: ck.Check) -> rp.Report:
+        ran.append(c.name)
+        if c.name == name:
+            raise error
+        return rp.parse_console((DATA / "01_all_pass.log").read_text())
+    return runner
+
+
+def checks(n: int) -> list[ck.Check]:
+    return [ck.Check(name=f"c{i}", profile="um-lockdep") for i in range(n)]
+
+
+def test_run_checks_stops_at_an_infrastructure_error(capsys: pytest.CaptureFixture[str]) -> None:
+    from cgkunit.common import InfraError
+    ran: list[str] = []
+    error = InfraError("cannot reach the Debian mirror http://m/debian: timed out")
+    code, table = ck.run_checks(checks(5), failing_at("c1", error, ran))
+    assert code == 2 and ran == ["c0", "c1"]
+    rows = table.splitlines()[1:]
+    assert rows[0].split()[-2:] == ["pass", "ok"] and rows[1].split()[1:3] == ["um-lockdep", "error"]
+    assert [r.split()[2:4] for r in rows[3:]] == [["not", "run"]] * 3
+    assert "stopping: cannot reach the Debian mirror" in capsys.readouterr().err
+
+
+def test_a_check_error_of_its_own_does_not_stop_the_rest() -> None:
+    ran: list[str] = []
+    error = DriverError("patch broken.patch does not apply")
+    assert ck.run_checks(checks(3), failing_at("c0", error, ran))[0] == 2
+    assert ran == ["c0", "c1", "c2"]
+
+
+def test_make_check_stops_at_a_fetch_that_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """The base cannot be fetched: the first check says so and the other 37 do not try."""
+    from cgkunit import cli
+    calls: list[str] = []
+
+    def fetch_base(*a: object, **k: object) -> object:
+        calls.append("fetch")
+        raise DriverError("apt-get update failed: E: The repository is not signed")
+    monkeypatch.setattr(pl, "fetch_base", fetch_base)
+    monkeypatch.setattr(pl, "prepare_tree", lambda *a, **k: pytest.fail("prepared a tree"))
+    assert cli.main(["--build-dir", str(tmp_path), "check"]) == 2
+    assert calls == ["fetch"]
+    out, err = capsys.readouterr()
+    assert out.splitlines()[1].split()[2:] == ["error", "NOT", "OK"]
+    assert all(row.split()[2:4] == ["not", "run"] for row in out.splitlines()[3:] if row[:1] != " ")
+    assert "stopping: apt-get update failed: E: The repository is not signed" in err
+
+
+def test_interrupted_checks(capsys: pytest.CaptureFixture[str]) -> None:
+    ran: list[str] = []
+    code, table = ck.run_checks(checks(3), failing_at("c1", KeyboardInterrupt(), ran))
+    assert code == 130 and ran == ["c0", "c1"] and "interrupted" in table.splitlines()[2]

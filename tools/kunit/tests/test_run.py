@@ -70,11 +70,34 @@ def test_exec_needs_a_built_kernel(tmp_path: Path) -> None:
         run.exec_tests(tmp_path, prof(), tmp_path, tmp_path, tmp_path / "results")
 
 
-def test_clear_results(tmp_path: Path) -> None:
-    (tmp_path / "console.log").write_text("old")
-    (tmp_path / "keep.txt").write_text("mine")
-    run.clear_results(tmp_path)
-    assert not (tmp_path / "console.log").exists() and (tmp_path / "keep.txt").exists()
+def test_new_results_replace_the_old_only_once_done(tmp_path: Path) -> None:
+    results = tmp_path / "results" / "um-p"
+    results.mkdir(parents=True)
+    (results / "console.log").write_text("old")
+    with run.new_results(results) as stage:
+        assert stage.parent == results.parent and stage != results
+        assert (results / "console.log").read_text() == "old"  # still there while it runs
+        (stage / "console.log").write_text("new")
+    assert (results / "console.log").read_text() == "new"
+    assert sorted(p.name for p in results.parent.iterdir()) == ["um-p"]
+
+
+def test_new_results_keep_the_old_after_an_error(tmp_path: Path) -> None:
+    results = tmp_path / "um-p"
+    results.mkdir()
+    (results / "console.log").write_text("old")
+    for exc in (DriverError("no kernel"), KeyboardInterrupt()):
+        with pytest.raises(type(exc)):
+            with run.new_results(results) as stage:
+                (stage / "console.log").write_text("half")
+                raise exc
+        assert (results / "console.log").read_text() == "old"
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["um-p"]
+    # what a run killed hard left beside it goes with the next run
+    (tmp_path / ".um-p.new-1").mkdir()
+    with run.new_results(tmp_path / "um-p"):
+        pass
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["um-p"]
 
 
 # --- watchdog --------------------------------------------------------------------
@@ -417,3 +440,34 @@ def test_exec_tests_never_reboots_after_kunit_started(monkeypatch: pytest.Monkey
     calls = _fake_boots(monkeypatch, tmp_path, [verdict, "completed"])
     r = run.exec_tests(tmp_path, prof(), tmp_path, tmp_path, tmp_path / "results", filter_glob="s1")
     assert r.verdict == verdict and len(calls) == 1
+
+
+def test_an_interrupted_long_command_leaves_nothing_running(tmp_path: Path) -> None:
+    """Ctrl-C or SIGTERM during a build (common.run_logged): the command and what it started
+    (make, the compilers) go, not only the command."""
+    import signal
+    import threading
+    from cgkunit.common import run_logged
+    pids = tmp_path / "pids"
+    script = (f"import subprocess, sys, time\n"
+              f"c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+              f"open({str(pids)!r}, 'w').write(f'{{c.pid}}')\n"
+              f"time.sleep(600)\n")
+    timer = threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_logged([sys.executable, "-c", script], tmp_path / "log", "building")
+    finally:
+        timer.cancel()
+    child = int(pids.read_text())
+    for _ in range(50):
+        try:
+            state = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            break
+        if state in ("Z", "X"):
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"the build's child {child} still runs")
