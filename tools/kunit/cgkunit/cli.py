@@ -5,22 +5,26 @@ import argparse
 import os
 import shlex
 import shutil
+import signal
 import sys
+import threading
 from pathlib import Path
-from typing import NoReturn, Sequence
+from typing import Any, Callable, NoReturn, Sequence
 
 from . import bench, coverage
 from . import check as checks
 from . import bisection
 from . import deps, mbox, module_run, pipeline, stress
 from . import series_check
-from .common import BASE_FILE, DriverError, build_root, find_repo_root, one_line, say, user_path
+from .common import (BASE_FILE, DriverError, build_root, check_build_dir, env_flag, error_line,
+                     find_repo_root, flag_value, inside, one_line, safe_name, say, user_path)
 from .fetch import fetch_base, parse_base
-from .params import check_kernel_args
+from .lock import WAIT_ENV, BuildLock
+from .params import check_filter, check_kernel_args
 from .profile import accel_mode, isolate_mode, list_profiles, load_profile, results_dir
-from .report import EXIT_ERROR, EXIT_HELP, Report, exit_code, format_summary, raise_refused
-from .run import check_filter
-from .tree import read_series, validate_kernel_src
+from .report import (EXIT_ERROR, EXIT_HELP, EXIT_INTERRUPTED, Report, exit_code, format_summary,
+                     raise_refused)
+from .tree import hook_message, read_series, validate_kernel_src
 
 DESCRIPTION = """Drive the cgroup KUnit suite: fetch the pinned base, prepare a git tree
 (base + kernel/series + the suite), build a profile with the tree's own kunit.py,
@@ -29,67 +33,125 @@ BENCH_DESCRIPTION = """Build the base (kernel/series up to tools/kunit/bench.jso
 and the whole series with bench.json's profile, boot each once with the same seed,
 and compare their metric lines: a table on stdout; bench.json, bench.txt and plots
 in build/results/bench/."""
-ENV_HELP = """environment: KERNEL_SRC, KERNEL_REF, KERNEL_ARGS, FILTER (defaults of the
-options), CGKUNIT_BUILD (build root), CGKUNIT_APT_MIRROR (Debian mirror),
-CGKUNIT_ACCEL=auto|kvm|tcg (QEMU accelerator for x86_64 profiles),
-CGKUNIT_ISOLATE=suite|test|none (default of --isolate for run and check)."""
+ENV_HELP = """environment: KERNEL_SRC, KERNEL_REF, KERNEL_ARGS, FILTER, PROFILE, RUNS, SEED,
+UNTIL_FAIL, FROM, GOOD, BAD, SIGNATURE, REPS, DURATION_MS, ROUNDS, VCPUS, ONLY, CYCLES,
+MODULE_ARGS, KDIR (the defaults of the options of those names: how the Makefile's
+variables reach the driver), CGKUNIT_BUILD (build root), CGKUNIT_APT_MIRROR (Debian
+mirror), CGKUNIT_ACCEL=auto|kvm|tcg (QEMU accelerator for x86_64 profiles),
+CGKUNIT_ISOLATE=suite|test|none (default of --isolate for run and check),
+CGKUNIT_UNPINNED=1 (kernel/BASE's version gone from the mirror: build the newest one,
+without the sha256 pin; else that is exit status 2), CGKUNIT_WAIT_LOCK=1 (another
+command holds the build root: wait for it, as --wait-lock)."""
 ISOLATE_HELP = ("boot once per suite or per test (kunit.py --run_isolated), so a crash or a "
                 "stopped kernel costs only its own suite or test; 'none': one boot "
                 "(default $CGKUNIT_ISOLATE, else the profile's '#@ isolate:', else none)")
 
 
 class Parser(argparse.ArgumentParser):
-    """ArgumentParser whose errors are one line and exit status 2."""
+    """ArgumentParser whose errors are one line and exit status 2, and which knows which
+    environment variable each option takes its default from (env_vars)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.env_vars: dict[str, str] = {}  # variable -> the option whose default it is
 
     def error(self, message: str) -> NoReturn:
         print(f"cgkunit: error: {one_line(message)}", file=sys.stderr)
         sys.exit(EXIT_ERROR)
 
 
-def _jobs(text: str) -> int:
-    """--jobs: a positive integer (an argparse type)."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
-    return n
+def env_opt(p: argparse.ArgumentParser, flag: str, var: str, default: Any = None,
+            **kw: Any) -> None:
+    """An option whose default is $var when that is set and not empty (checked by the
+    option's type, as if given on the command line), else default; what the Makefile's
+    variables reach the driver through."""
+    value = os.environ.get(var)
+    p.add_argument(flag, default=value if value else default, **kw)
+    if isinstance(p, Parser):
+        p.env_vars[var] = flag
 
 
-def _cycles(text: str) -> int:
-    """CYCLES / --cycles: an integer in 1..module_run.MAX_CYCLES."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"CYCLES={text}: want a number") from None
-    try:
-        return module_run.check_cycles(n)
-    except DriverError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
+def _number(what: str, low: int | None = None,
+            check: Callable[[int], object] | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer (at least low; check may raise DriverError); what names
+    where it may come from ('$RUNS'), for a value that is not a number."""
+    def parse(text: str) -> int:
+        try:
+            n = int(text.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid int value: {text!r}"
+                                             + (f" (or from {what})" if what else "")) from None
+        if low is not None and n < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {n}")
+        try:
+            if check is not None:
+                check(n)
+        except DriverError as e:
+            raise argparse.ArgumentTypeError(e.reason) from None
+        return n
+    return parse
+
+
+def _flag(var: str) -> Callable[[str], bool]:
+    """An argparse type: 1/0, yes/no, true/false (UNTIL_FAIL=no is no)."""
+    def parse(text: str) -> bool:
+        try:
+            return flag_value(var, text)
+        except DriverError as e:
+            raise argparse.ArgumentTypeError(e.reason) from None
+    return parse
+
+
+def jobs_max() -> int:
+    """The most --jobs a build may ask for: 4 per CPU of this machine (at least 8)."""
+    return max(8, 4 * (os.cpu_count() or 1))
+
+
+def _check_jobs(n: int) -> None:
+    if n > jobs_max():
+        raise DriverError(f"at most {jobs_max()} (4 per CPU of this machine), got {n}")
+
+
+_jobs = _number("", 1, _check_jobs)
+_cycles = _number("$CYCLES", None, module_run.check_cycles)
+
+
+def _jobs_opt(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--jobs", type=_jobs, metavar="N",
+                   help="parallel build jobs (default: the CPUs; at most 4 per CPU)")
+
+
+def _profile_opt(p: argparse.ArgumentParser, default: str | None = None, help: str = "") -> None:
+    required = default is None and not os.environ.get("PROFILE")
+    env_opt(p, "--profile", "PROFILE", default, required=required, metavar="NAME",
+            help=(help + " " if help else "") + "(default $PROFILE"
+            + (f", else {default})" if default else ")"))
 
 
 def _tree_opts(p: argparse.ArgumentParser, ref: bool = True) -> None:
-    p.add_argument("--kernel-src", default=os.environ.get("KERNEL_SRC") or None, metavar="PATH",
-                   help="your own Linux git tree instead of the Debian base (default $KERNEL_SRC); "
-                        "it is only read, never modified")
+    env_opt(p, "--kernel-src", "KERNEL_SRC", metavar="PATH",
+            help="your own Linux git tree instead of the Debian base (default $KERNEL_SRC); "
+                 "it is only read, never modified")
     if not ref:
         return
-    p.add_argument("--kernel-ref", default=os.environ.get("KERNEL_REF") or "HEAD", metavar="REF",
-                   help="commit of --kernel-src to use (default $KERNEL_REF or HEAD)")
+    env_opt(p, "--kernel-ref", "KERNEL_REF", "HEAD", metavar="REF",
+            help="commit of --kernel-src to use (default $KERNEL_REF or HEAD)")
+
+
+def _filter_opt(p: argparse.ArgumentParser, help: str) -> None:
+    env_opt(p, "--filter", "FILTER", "", metavar="GLOB", help=help)
 
 
 def _boot_opts(p: argparse.ArgumentParser, no_build: bool = True) -> None:
     """Options of a command that builds and boots one profile (run, coverage)."""
-    p.add_argument("--kernel-args", default=os.environ.get("KERNEL_ARGS", ""), metavar='"A=B C=D"',
-                   help="extra kernel command line, e.g. cgroup_kunit.seed=123 (default $KERNEL_ARGS); "
-                        "a cgroup_kunit.* name the suite does not declare, or a value it "
-                        "refuses, is bad input (exit status 2)")
-    p.add_argument("--filter", default=os.environ.get("FILTER", ""), metavar="GLOB",
-                   help="KUnit filter glob, e.g. 'suite.case*' (default $FILTER: the whole suite)")
+    env_opt(p, "--kernel-args", "KERNEL_ARGS", "", metavar='"A=B C=D"',
+            help="extra kernel command line, e.g. cgroup_kunit.seed=123 (default $KERNEL_ARGS); "
+                 "a cgroup_kunit.* name the suite does not declare, or a value it "
+                 "refuses, is bad input (exit status 2)")
+    _filter_opt(p, "KUnit filter glob, e.g. 'suite.case*' (default $FILTER: the whole suite)")
     if no_build:
         p.add_argument("--no-build", action="store_true", help="boot the kernel built last time")
-    p.add_argument("--jobs", type=_jobs, metavar="N")
+    _jobs_opt(p)
     p.add_argument("--verbose", action="store_true", help="echo the console while it runs")
 
 
@@ -102,8 +164,8 @@ def _runs(text: str) -> int:
 
 
 def _isolate_opt(p: argparse.ArgumentParser, extra: str = "") -> None:
-    p.add_argument("--isolate", default=os.environ.get("CGKUNIT_ISOLATE") or None,
-                   metavar="suite|test|none", help=ISOLATE_HELP + extra)
+    env_opt(p, "--isolate", "CGKUNIT_ISOLATE", metavar="suite|test|none",
+            help=ISOLATE_HELP + extra)
 
 
 def make_parser() -> Parser:
@@ -111,6 +173,9 @@ def make_parser() -> Parser:
                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--build-dir", metavar="DIR",
                         help="build root (default $CGKUNIT_BUILD or <repo>/build)")
+    parser.add_argument("--wait-lock", action="store_true",
+                        help=f"when another command holds the build root, wait for it (also "
+                             f"${WAIT_ENV}=1) instead of stopping with exit status 2")
     sub = parser.add_subparsers(dest="command", metavar="command", required=True)
     sub.add_parser("deps", help="install missing Debian build dependencies (as root)")
     sub.add_parser("fetch", help="download, verify and unpack the pinned base source")
@@ -118,61 +183,64 @@ def make_parser() -> Parser:
     _tree_opts(p)
     p = sub.add_parser("mbox", help="kernel/series and the suite as one patch set with a cover "
                        "letter (git format-patch files), checked to apply on the base")
-    p.add_argument("--out", metavar="DIR", help="where to write them (default <build>/results/mbox)")
+    p.add_argument("--out", metavar="DIR", help="where to write them (default "
+                   "<build>/results/mbox): a new or empty directory, or one mbox wrote before")
     p = sub.add_parser("build", help="prepare and build one profile")
-    p.add_argument("--profile", required=True)
-    p.add_argument("--jobs", type=_jobs, metavar="N")
+    _profile_opt(p)
+    _jobs_opt(p)
     _tree_opts(p)
     p = sub.add_parser("module", help="build the suite as a module (cgroup_kunit.ko)")
-    p.add_argument("--profile", required=True)
-    p.add_argument("--jobs", type=_jobs, metavar="N")
+    _profile_opt(p)
+    _jobs_opt(p)
     _tree_opts(p)
     p = sub.add_parser("module-run", help="load and unload cgroup_kunit.ko in a booted x86_64 "
                        "guest CYCLES times, under kmemleak (exit status below)",
                        epilog=EXIT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--profile", default="x86_64-kasan")
-    p.add_argument("--cycles", type=_cycles, default=os.environ.get("CYCLES") or "1", metavar="N",
-                   help="load/unload cycles, 1..1000 (default $CYCLES, else 1)")
-    p.add_argument("--module-args", default=os.environ.get("MODULE_ARGS", ""),
-                   metavar='"seed=N threads=N"',
-                   help="insmod parameters (default $MODULE_ARGS); a name the suite does not "
-                        "declare, or a value it refuses, is bad input (exit status 2). "
-                        "dynmods=1 also runs cgroup_migrate_dynmods, which switches favordynmods "
-                        "on for the rest of the boot: cgroup_migrate then skips itself in later "
-                        "cycles")
-    p.add_argument("--filter", default=os.environ.get("FILTER", ""), metavar="GLOB",
-                   help="kunit.filter_glob for the module's suites (default $FILTER: all)")
-    p.add_argument("--kdir", default=os.environ.get("KDIR", ""), metavar="PATH",
-                   help="build the module against this built x86_64 kernel (it must carry "
-                        "kernel/series) and boot that kernel's bzImage (default $KDIR)")
-    p.add_argument("--jobs", type=_jobs, metavar="N")
+    _profile_opt(p, "x86_64-kasan")
+    env_opt(p, "--cycles", "CYCLES", 1, type=_cycles, metavar="N",
+            help="load/unload cycles, 1..1000 (default $CYCLES, else 1)")
+    env_opt(p, "--module-args", "MODULE_ARGS", "", metavar='"seed=N threads=N"',
+            help="insmod parameters (default $MODULE_ARGS); a name the suite does not "
+                 "declare, or a value it refuses, is bad input (exit status 2). "
+                 "dynmods=1 also runs cgroup_migrate_dynmods, which switches favordynmods "
+                 "on for the rest of the boot: cgroup_migrate then skips itself in later "
+                 "cycles")
+    _filter_opt(p, "kunit.filter_glob for the module's suites (default $FILTER: all)")
+    env_opt(p, "--kdir", "KDIR", "", metavar="PATH",
+            help="build the module against this built x86_64 kernel (it must carry "
+                 "kernel/series) and boot that kernel's bzImage (default $KDIR)")
+    _jobs_opt(p)
     p.add_argument("--verbose", action="store_true", help="echo the console while it runs")
     _tree_opts(p)
     p = sub.add_parser("run", help="prepare, build, boot, report (exit status below)",
                        epilog=EXIT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--profile", required=True)
+    _profile_opt(p)
     _boot_opts(p)
     _isolate_opt(p)
     _tree_opts(p)
     p = sub.add_parser("bench", help="benchmarks: the base kernel against base + kernel/series",
                        description=BENCH_DESCRIPTION,
                        epilog=EXIT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--reps", type=int, default=bench.BenchOptions.reps, metavar="N",
-                   help=f"repetitions of every point ({bench.REPS[0]}..{bench.REPS[1]}, "
-                        f"default %(default)s)")
-    p.add_argument("--duration-ms", type=int, default=bench.BenchOptions.duration_ms, metavar="MS",
-                   help=f"length of one rep ({bench.DURATION_MS[0]}..{bench.DURATION_MS[1]}, "
-                        f"default %(default)s)")
-    p.add_argument("--only", metavar="NAMES",
-                   help=f"comma-separated subset of {','.join(bench.BENCH_KEYS)} (default all)")
-    p.add_argument("--seed", type=int, metavar="N", help="suite seed for both boots (default random)")
-    p.add_argument("--vcpus", type=int, metavar="N",
-                   help="QEMU vCPUs instead of the profile's (host cores, at least 4)")
-    p.add_argument("--rounds", type=int, default=bench.BenchOptions.rounds, metavar="N",
-                   help=f"boot base and series alternately N times, reps of each boot pooled "
-                        f"({bench.ROUNDS[0]}..{bench.ROUNDS[1]}, default %(default)s)")
+    env_opt(p, "--reps", "REPS", bench.BenchOptions.reps, type=_number("$REPS"),
+            metavar="N", help=f"repetitions of every point ({bench.REPS[0]}..{bench.REPS[1]}, "
+                              f"default $REPS, else %(default)s)")
+    env_opt(p, "--duration-ms", "DURATION_MS", bench.BenchOptions.duration_ms,
+            type=_number("$DURATION_MS"), metavar="MS",
+            help=f"length of one rep ({bench.DURATION_MS[0]}..{bench.DURATION_MS[1]}, "
+                 f"default $DURATION_MS, else %(default)s)")
+    env_opt(p, "--only", "ONLY", metavar="NAMES",
+            help=f"comma-separated subset of {','.join(bench.BENCH_KEYS)} (default $ONLY, else all)")
+    env_opt(p, "--seed", "SEED", type=_number("$SEED"), metavar="N",
+            help="suite seed for both boots (default $SEED, else random)")
+    env_opt(p, "--vcpus", "VCPUS", type=_number("$VCPUS"), metavar="N",
+            help="QEMU vCPUs instead of the profile's (default $VCPUS, else host cores, at "
+                 "least 4)")
+    env_opt(p, "--rounds", "ROUNDS", bench.BenchOptions.rounds, type=_number("$ROUNDS"),
+            metavar="N", help=f"boot base and series alternately N times, reps of each boot "
+                              f"pooled ({bench.ROUNDS[0]}..{bench.ROUNDS[1]}, default $ROUNDS, "
+                              f"else %(default)s)")
     p.add_argument("--no-build", action="store_true", help="boot the kernels built last time")
-    p.add_argument("--jobs", type=_jobs, metavar="N")
+    _jobs_opt(p)
     p.add_argument("--report", action="store_true",
                    help="aggregate the console logs of the last run again (no build, no boot)")
     p.add_argument("--verbose", action="store_true", help="echo the console while it runs")
@@ -180,50 +248,52 @@ def make_parser() -> Parser:
     p = sub.add_parser("stress", help="boot one kernel many times: how often, and how, it fails",
                        description=stress.STRESS_DESCRIPTION, epilog=stress.STRESS_EXIT_HELP,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--profile", required=True)
-    p.add_argument("--runs", type=int, default=stress.StressOptions.runs, metavar="N",
-                   help=f"boots ({stress.RUNS[0]}..{stress.RUNS[1]}, default %(default)s)")
-    p.add_argument("--seed", type=int, metavar="N",
-                   help="suite seed of every boot (default: a new random one each boot, "
-                        "or the cgroup_kunit.seed of --kernel-args)")
-    p.add_argument("--until-fail", action="store_true", help="stop at the first failed run")
+    _profile_opt(p, "um-lockdep")
+    env_opt(p, "--runs", "RUNS", stress.StressOptions.runs, type=_number("$RUNS"),
+            metavar="N", help=f"boots ({stress.RUNS[0]}..{stress.RUNS[1]}, default $RUNS, "
+                              f"else %(default)s)")
+    env_opt(p, "--seed", "SEED", type=_number("$SEED"), metavar="N",
+            help="suite seed of every boot (default $SEED, else a new random one each boot, "
+                 "or the cgroup_kunit.seed of --kernel-args)")
+    env_opt(p, "--until-fail", "UNTIL_FAIL", False, nargs="?", const=True,
+            type=_flag("UNTIL_FAIL"), metavar="yes|no",
+            help="stop at the first failed run (default $UNTIL_FAIL: 1/0, yes/no, true/false)")
     _boot_opts(p)
     _tree_opts(p)
     p = sub.add_parser("bisect", help="git bisect run over repeated boots: the commit that "
                        "introduced a failure signature, with a confidence",
                        description=bisection.BISECT_DESCRIPTION, epilog=bisection.BISECT_EXIT_HELP,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--good", default=os.environ.get("GOOD", ""), metavar="REV",
-                   help="a commit without the failure (default $GOOD); without --kernel-src: "
-                        "base or a patch of kernel/series, e.g. 0012")
-    p.add_argument("--bad", default=os.environ.get("BAD", ""), metavar="REV",
-                   help="a commit with it (default $BAD)")
-    p.add_argument("--profile", default="um-lockdep")
-    p.add_argument("--signature", default=os.environ.get("SIGNATURE") or bisection.AUTO,
-                   metavar="KEY", help="the failure signature sought, as make stress prints it "
-                   "('*' wildcards), or auto: the most frequent at BAD (default $SIGNATURE, else auto)")
-    p.add_argument("--runs", type=_runs, default=bisection.BisectOptions.runs, metavar="N",
-                   help=f"boots per commit ({bisection.RUNS[0]}..{bisection.RUNS[1]}, default %(default)s)")
+    env_opt(p, "--good", "GOOD", "", metavar="REV",
+            help="a commit without the failure (default $GOOD); without --kernel-src: "
+                 "base or a patch of kernel/series, e.g. 0012")
+    env_opt(p, "--bad", "BAD", "", metavar="REV", help="a commit with it (default $BAD)")
+    _profile_opt(p, "um-lockdep")
+    env_opt(p, "--signature", "SIGNATURE", bisection.AUTO,
+            metavar="KEY", help="the failure signature sought, as make stress prints it "
+            "('*' wildcards), or auto: the most frequent at BAD (default $SIGNATURE, else auto)")
+    env_opt(p, "--runs", "RUNS", bisection.BisectOptions.runs, type=_runs, metavar="N",
+            help=f"boots per commit ({bisection.RUNS[0]}..{bisection.RUNS[1]}, default $RUNS, "
+                 f"else %(default)s)")
     _boot_opts(p, no_build=False)
     _tree_opts(p, ref=False)
     p = sub.add_parser("bisect-step")  # what git bisect run calls (no help: not for users)
     p.add_argument("--profile", required=True)
     p = sub.add_parser("bisect-selftest", help="bisect a throwaway tree with a known culprit "
                        "(a breakage patch): it must be named with confidence >= 0.9")
-    p.add_argument("--runs", type=_runs, default=bisection.SELFTEST_RUNS, metavar="N",
-                   help="boots per commit (default %(default)s)")
-    p.add_argument("--jobs", type=_jobs, metavar="N")
+    env_opt(p, "--runs", "RUNS", bisection.SELFTEST_RUNS, type=_runs, metavar="N",
+            help="boots per commit (default $RUNS, else %(default)s)")
+    _jobs_opt(p)
     p.add_argument("--verbose", action="store_true", help="echo the console while it runs")
     p = sub.add_parser("series-check", help="build and boot every commit of kernel/series on its "
                        "own: does each build and pass the suite?",
                        description=series_check.SERIES_CHECK_DESCRIPTION,
                        epilog=series_check.SERIES_CHECK_EXIT_HELP,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--profile", default=series_check.SeriesCheckOptions.profile,
-                   help="default %(default)s")
-    p.add_argument("--from", dest="start", default=os.environ.get("FROM", ""), metavar="PATCH",
-                   help="start at this commit: base, or a patch of kernel/series by its name "
-                        "or number, e.g. 0012 (default $FROM, else base)")
+    _profile_opt(p, series_check.SeriesCheckOptions.profile)
+    env_opt(p, "--from", "FROM", "", dest="start", metavar="PATCH",
+            help="start at this commit: base, or a patch of kernel/series by its name "
+                 "or number, e.g. 0012 (default $FROM, else base)")
     _boot_opts(p, no_build=False)
     p = sub.add_parser("coverage", help="the suite on um-coverage (UML gcov): line and branch "
                                         "coverage of the cgroup and ucount files, lcov HTML",
@@ -231,12 +301,12 @@ def make_parser() -> Parser:
     _boot_opts(p)
     _tree_opts(p)
     p = sub.add_parser("check", help="prove the oracle: runs that must fail as expected")
-    p.add_argument("--only", metavar="NAME", help="run just this check")
+    env_opt(p, "--only", "ONLY", metavar="NAME", help="run just this check (default $ONLY)")
     p.add_argument("--list", action="store_true", help="list the checks and exit")
     _isolate_opt(p, " (a check's own \"isolate\" key in checks.json wins)")
     _tree_opts(p)
     p = sub.add_parser("report", help="re-print the report of an earlier run")
-    p.add_argument("--profile", required=True)
+    _profile_opt(p)
     p.add_argument("--variant", default="",
                    help="results of a variant or check run (e.g. check-oracle-lockdep)")
     sub.add_parser("profiles", help="list the profiles")
@@ -259,13 +329,56 @@ PREPARES = ("prepare", "mbox", "build", "module", "module-run", "run", "bench", 
             "stress", "bisect", "bisect-selftest", "series-check")
 BOOTS = ("run", "module-run", "bench", "coverage", "check", "stress", "bisect", "bisect-selftest",
          "series-check")
+# the commands that write under the build root, each holding its lock (lock.BuildLock);
+# bisect-step runs under the lock of the bisect that git bisect run is part of
+LOCKED = (*PREPARES, "fetch", "report", "bisect-step")
+
+
+def _bench_options(args: argparse.Namespace) -> bench.BenchOptions:
+    return bench.BenchOptions(reps=args.reps, duration_ms=args.duration_ms,
+                              only=bench.parse_only(args.only), seed=args.seed,
+                              no_build=args.no_build, jobs=args.jobs, report_only=args.report,
+                              echo=args.verbose, kernel_src=args.kernel_src,
+                              kernel_ref=args.kernel_ref, vcpus=args.vcpus,
+                              rounds=args.rounds)
+
+
+def _bisect_options(args: argparse.Namespace) -> bisection.BisectOptions:
+    return bisection.BisectOptions(
+        good=args.good, bad=args.bad, profile=args.profile, signature=args.signature,
+        runs=args.runs, filter_glob=args.filter, kernel_args=tuple(_split_args(args.kernel_args)),
+        kernel_src=args.kernel_src, jobs=args.jobs, echo=args.verbose)
+
+
+def _series_options(args: argparse.Namespace) -> series_check.SeriesCheckOptions:
+    return series_check.SeriesCheckOptions(
+        profile=args.profile, start=args.start, kernel_args=tuple(_split_args(args.kernel_args)),
+        filter_glob=args.filter, kernel_src=os.environ.get("KERNEL_SRC") or None,
+        jobs=args.jobs, echo=args.verbose)
+
+
+def _mbox_out(args: argparse.Namespace, build: Path) -> Path:
+    return user_path(args.out, "--out").absolute() if args.out else mbox.default_out(build)
+
+
+def _results(args: argparse.Namespace, build: Path) -> Path:
+    """report's results directory: the profile's, or a variant's (a plain name: never a
+    path out of the build root)."""
+    if args.variant:
+        safe_name(args.variant, "--variant")
+    return inside(build, results_dir(build, args.profile, args.variant), "--variant")
 
 
 def preflight(args: argparse.Namespace, repo: Path, build: Path) -> None:
     """Check a command's inputs before any long work (fetch, prepare, build, boot): the
-    profile, --filter, the cgroup_kunit.* words of --kernel-args (names the suite declares),
-    CGKUNIT_ACCEL, KERNEL_SRC (never in the build root) or kernel/BASE, kernel/series and
-    git; DriverError naming the first bad one."""
+    profile, --filter (its characters, and a suite it matches), the cgroup_kunit.* words of
+    --kernel-args (names the suite declares, values it takes), each command's own options
+    (checks.json for check, the bench, stress, bisect and series-check options, mbox's
+    --out), CGKUNIT_ACCEL, KERNEL_SRC (never in the build root) or kernel/BASE,
+    kernel/series, kernel/suite.msg and git; DriverError naming the first bad one."""
+    if args.command == "report":
+        load_profile(repo, args.profile)
+        _results(args, build)
     if args.command not in PREPARES or (args.command == "check" and args.list) \
             or (args.command == "bench" and args.report):
         return
@@ -274,18 +387,13 @@ def preflight(args: argparse.Namespace, repo: Path, build: Path) -> None:
     if args.command == "coverage":
         load_profile(repo, coverage.PROFILE)
     if getattr(args, "filter", ""):
-        check_filter(args.filter, "--filter (or FILTER)")
+        check_filter(args.filter, "--filter (or FILTER)", repo)
+    _command_preflight(args, repo, build)
     if getattr(args, "kernel_args", ""):
         check_kernel_args(_split_args(args.kernel_args), repo)
-    if args.command == "module-run":
-        module_run.check_cycles(args.cycles)
-        module_run.module_args(args.module_args, repo)
-        if args.kdir:
-            module_run.check_kdir(args.kdir)
-    if args.command == "stress":
-        stress.check_options(args.runs, args.seed, _split_args(args.kernel_args))
     if args.command in BOOTS:
         accel_mode(os.environ.get("CGKUNIT_ACCEL"))
+        check_build_dir(build / "results", "results directory")
     if getattr(args, "kdir", ""):
         return  # KDIR's kernel is used as it is: no base, series or tree to check
     if shutil.which("git") is None:
@@ -295,16 +403,55 @@ def preflight(args: argparse.Namespace, repo: Path, build: Path) -> None:
     else:
         parse_base(repo / BASE_FILE)
     read_series(repo)
+    hook_message(repo)
 
 
-def dispatch(args: argparse.Namespace) -> int:
-    """Run one command; DriverError propagates."""
+def _command_preflight(args: argparse.Namespace, repo: Path, build: Path) -> None:
+    """The options of one command, checked as the command itself checks them first."""
+    if args.command == "module-run":
+        module_run.check_cycles(args.cycles)
+        module_run.module_args(args.module_args, repo)
+        if args.kdir:
+            module_run.check_kdir(args.kdir)
+    elif args.command == "stress":
+        stress.check_options(args.runs, args.seed, _split_args(args.kernel_args))
+    elif args.command == "bench":
+        bench.validate_options(_bench_options(args))
+    elif args.command == "bisect":
+        bisection.check_input(repo, build, _bisect_options(args))
+    elif args.command == "series-check":
+        series_check.check_input(repo, _series_options(args))
+    elif args.command == "check":
+        found = checks.load_checks(repo)
+        if args.only and args.only not in [c.name for c in found]:
+            raise DriverError(f"no check named {args.only!r} (make check lists them: "
+                              "python3 tools/kunit/cgkunit.py check --list)")
+    elif args.command == "mbox":
+        if os.environ.get("KERNEL_SRC"):
+            raise DriverError("mbox exports kernel/series on the pinned base; unset KERNEL_SRC")
+        mbox.cover_text(repo)
+        mbox.check_out(_mbox_out(args, build), build)
+
+
+def dispatch(args: argparse.Namespace, parser: Parser | None = None) -> int:
+    """Run one command; DriverError propagates. Commands that write under the build root
+    run holding its lock."""
     if args.command == "deps":
         deps.ensure_deps()
         return 0
     repo = find_repo_root()
     build = build_root(repo, args.build_dir)
     preflight(args, repo, build)
+    if args.command not in LOCKED:
+        return run_command(args, repo, build)
+    words = ["cgkunit", *getattr(args, "argv", [args.command])]
+    with BuildLock(build).acquire([shlex.quote(w) for w in words],
+                                  wait=args.wait_lock or env_flag(WAIT_ENV)):
+        return run_command(args, repo, build)
+
+
+def run_command(args: argparse.Namespace, repo: Path, build: Path) -> int:
+    """One command, its inputs checked (preflight)."""
     if args.command == "fetch":
         base = fetch_base(repo, build)
         print(base.path)
@@ -314,10 +461,7 @@ def dispatch(args: argparse.Namespace) -> int:
         print(tree.path)
         return 0
     if args.command == "mbox":
-        if os.environ.get("KERNEL_SRC"):
-            raise DriverError("mbox exports kernel/series on the pinned base; unset KERNEL_SRC")
-        out = user_path(args.out, "--out") if args.out else build / "results" / "mbox"
-        for f in mbox.export_mbox(repo, build, out):
+        for f in mbox.export_mbox(repo, build, _mbox_out(args, build)):
             print(f)
         return 0
     if args.command == "build":
@@ -342,13 +486,7 @@ def dispatch(args: argparse.Namespace) -> int:
         raise_refused([report])  # a parameter the suite refused: bad input, exit status 2
         return exit_code(report.status)
     if args.command == "bench":
-        opts = bench.BenchOptions(reps=args.reps, duration_ms=args.duration_ms,
-                                  only=bench.parse_only(args.only), seed=args.seed,
-                                  no_build=args.no_build, jobs=args.jobs, report_only=args.report,
-                                  echo=args.verbose, kernel_src=args.kernel_src,
-                                  kernel_ref=args.kernel_ref, vcpus=args.vcpus,
-                                  rounds=args.rounds)
-        return bench.run_bench(repo, build, opts)
+        return bench.run_bench(repo, build, _bench_options(args))
     if args.command == "stress":
         return stress.run_stress(repo, build, stress.StressOptions(
             profile=args.profile, runs=args.runs, seed=args.seed, until_fail=args.until_fail,
@@ -356,19 +494,13 @@ def dispatch(args: argparse.Namespace) -> int:
             no_build=args.no_build, jobs=args.jobs, echo=args.verbose,
             kernel_src=args.kernel_src, kernel_ref=args.kernel_ref))
     if args.command == "bisect":
-        return bisection.run_bisect(repo, build, bisection.BisectOptions(
-            good=args.good, bad=args.bad, profile=args.profile, signature=args.signature,
-            runs=args.runs, filter_glob=args.filter, kernel_args=tuple(_split_args(args.kernel_args)),
-            kernel_src=args.kernel_src, jobs=args.jobs, echo=args.verbose))
+        return bisection.run_bisect(repo, build, _bisect_options(args))
     if args.command == "bisect-step":
         return bisection.step(repo, build, args.profile)
     if args.command == "bisect-selftest":
         return bisection.run_selftest(repo, build, args.runs, args.jobs, args.verbose)
     if args.command == "series-check":
-        return series_check.run_series_check(repo, build, series_check.SeriesCheckOptions(
-            profile=args.profile, start=args.start, kernel_args=tuple(_split_args(args.kernel_args)),
-            filter_glob=args.filter, kernel_src=os.environ.get("KERNEL_SRC") or None,
-            jobs=args.jobs, echo=args.verbose))
+        return series_check.run_series_check(repo, build, _series_options(args))
     if args.command == "coverage":
         return coverage.run_coverage(repo, build, pipeline.RunOptions(
             profile=coverage.PROFILE, kernel_args=_split_args(args.kernel_args),
@@ -392,9 +524,7 @@ def dispatch(args: argparse.Namespace) -> int:
         print(table, end="")
         return code
     if args.command == "report":
-        load_profile(repo, args.profile)
-        report = pipeline.rereport(repo, build, args.profile,
-                                   results_dir(build, args.profile, args.variant))
+        report = pipeline.rereport(repo, build, args.profile, _results(args, build))
         print(format_summary(report), end="", flush=True)
         raise_refused([report])
         return exit_code(report.status)
@@ -406,14 +536,31 @@ def dispatch(args: argparse.Namespace) -> int:
     raise DriverError(f"unknown command {args.command}")
 
 
+def _terminate(signum: int, frame: object) -> None:
+    """SIGTERM: the path Ctrl-C takes (run.watch() stops the kernel in its finally)."""
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse argv, run, map errors to exit status 2."""
-    args = make_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    """Parse argv, run, map errors to exit status 2 (one line: no traceback for bad input or
+    a file the driver cannot read or write) and Ctrl-C or SIGTERM to 130."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = make_parser()
+    args = parser.parse_args(words)
+    args.argv = words
+    previous = signal.signal(signal.SIGTERM, _terminate) \
+        if threading.current_thread() is threading.main_thread() else None
     try:
-        return dispatch(args)
+        return dispatch(args, parser)
     except DriverError as e:
         print(f"cgkunit: error: {e.reason}", file=sys.stderr, flush=True)
         return EXIT_ERROR
     except KeyboardInterrupt:
         say("interrupted")
-        return 130
+        return EXIT_INTERRUPTED
+    except (OSError, UnicodeError, ValueError) as e:  # json errors are ValueErrors
+        print(f"cgkunit: error: {error_line(e)}", file=sys.stderr, flush=True)
+        return EXIT_ERROR
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)

@@ -8,17 +8,17 @@ patch set is checked to apply on the base and give exactly the prepared tree.
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 from pathlib import Path
 
 from . import pipeline
-from .common import DriverError, say
+from .common import DriverError, read_text_file, say
 from .tree import git
 
 COVER_MSG = Path("kernel") / "cover.msg"
 SUBJECT_MARK = "*** SUBJECT HERE ***"
 BLURB_MARK = "*** BLURB HERE ***"
+OUT_MARK = ".cgkunit-mbox"  # in a directory mbox made: its *.patch files are mbox's to replace
 
 
 def cover_text(repo: Path) -> tuple[str, str]:
@@ -26,7 +26,7 @@ def cover_text(repo: Path) -> tuple[str, str]:
     path = repo / COVER_MSG
     if not path.is_file():
         raise DriverError(f"{COVER_MSG} is missing: the cover letter's subject and text")
-    subject, _, body = path.read_text().strip().partition("\n")
+    subject, _, body = read_text_file(path).strip().partition("\n")
     if not subject.strip() or not body.strip():
         raise DriverError(f"{COVER_MSG}: want a subject line, a blank line, then the text")
     return subject.strip(), body.strip()
@@ -57,15 +57,50 @@ def apply_check(tree: Path, base: str, head: str, patches: list[Path]) -> None:
                           f"not the prepared tree's {want[:12]}")
 
 
+def default_out(build_root: Path) -> Path:
+    return build_root / "results" / "mbox"
+
+
+def check_out(out: Path, build_root: Path) -> bool:
+    """Whether out is mbox's to write into: the default directory, one an earlier export
+    made (OUT_MARK in it), an empty one, or one that does not exist yet (True: mbox clears
+    it of its patches first); DriverError (nothing touched) for a file, or a directory with
+    files of someone else's: mbox never removes what it did not write."""
+    where = f"--out {out}"
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise DriverError(f"{where}: not a directory")
+    if not out.exists():
+        return False
+    if out.resolve() == default_out(build_root).resolve() or (out / OUT_MARK).is_file():
+        return True
+    try:
+        if any(out.iterdir()):
+            raise DriverError(f"{where}: a directory with files mbox did not write (no "
+                              f"{OUT_MARK} in it); give an empty or a new directory")
+    except OSError as e:
+        raise DriverError(f"{where}: {e.strerror or e}") from None
+    return False
+
+
+def clear_out(out: Path, ours: bool) -> None:
+    """Make out an empty place for the patch set: create it (and mark it as mbox's), or
+    remove the patches an earlier export wrote there (nothing else)."""
+    if ours:
+        for old in out.glob("*.patch"):
+            old.unlink()
+    out.mkdir(parents=True, exist_ok=True)
+    (out / OUT_MARK).write_text("written by cgkunit mbox: it replaces the *.patch files here\n")
+
+
 def export_mbox(repo: Path, build_root: Path, out: Path) -> list[Path]:
-    """Write the cover letter and one file per patch into out (emptied first); the files."""
+    """Write the cover letter and one file per patch into out (check_out: a directory of
+    mbox's own, or an empty or new one; its earlier patches removed first); the files."""
+    ours = check_out(out, build_root)
     subject, body = cover_text(repo)
     tree, _ = pipeline.prepare(repo, build_root, None)
     if tree.variant:
         raise DriverError("the prepared tree carries extra patches; prepare it without them")
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+    clear_out(out, ours)
     git(tree.path, "-c", "core.abbrev=12", "format-patch", "-q", "--zero-commit",
         "--cover-letter", "--base", tree.base_commit, "-o", str(out),
         f"{tree.base_commit}..{tree.head_commit}")

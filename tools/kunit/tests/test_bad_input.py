@@ -2,6 +2,7 @@
 work, and nothing outside the build root touched -- above all never a user's KERNEL_SRC."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -274,13 +275,16 @@ def test_build_dir_that_is_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 def test_unwritable_build_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                               capsys: pytest.CaptureFixture[str]) -> None:
-    ro = tmp_path / "ro"
+    ro = tmp_path / "results"
     ro.mkdir()
     deny_writes(monkeypatch, ro)
     try:
         assert fails(["--build-dir", str(ro), "prepare"], capsys) == f"--build-dir {ro}: not writable"
         assert fails(["--build-dir", str(ro / "b"), "fetch"], capsys) == \
             f"--build-dir {ro / 'b'}: {ro} is not writable"
+        # a run finds its results directory read-only before the build, not after it
+        assert fails(["--build-dir", str(tmp_path), "run", "--profile", PROFILE], capsys) == \
+            f"results directory {ro}: not writable"
         assert list(ro.iterdir()) == []
     finally:
         ro.chmod(0o755)
@@ -382,3 +386,218 @@ def test_git_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     assert fails(["--build-dir", str(tmp_path / "build"), "prepare"], capsys) == \
         "command not found: git"
     assert not (tmp_path / "build").exists()
+
+
+# --- 8. issue 31: every input checked, every error one line -------------------------------
+
+@pytest.mark.parametrize("raw", ["/", "/proc/cgkunit", "/sys/kernel/cgkunit", "/dev/shm/x", "/usr",
+                                 "/tmp"])
+def test_system_directories_are_no_build_root(raw: str, capsys: pytest.CaptureFixture[str]) -> None:
+    msg = fails(["--build-dir", raw, "run", "--profile", PROFILE], capsys)
+    assert msg.startswith(f"--build-dir {raw}: a system directory")
+
+
+def test_the_project_is_no_build_root(capsys: pytest.CaptureFixture[str],
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    for raw in (str(REPO), str(REPO.parent)):
+        assert "the project" in fails(["--build-dir", raw, "prepare"], capsys)
+    monkeypatch.setenv("HOME", str(REPO.parent))
+    assert "your home directory" in fails(["--build-dir", str(REPO.parent), "prepare"], capsys)
+
+
+def test_jobs_is_capped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    msg = fails(["--build-dir", str(tmp_path), "build", "--profile", PROFILE, "--jobs", "99999999"],
+                capsys)
+    assert msg == f"argument --jobs: at most {cli.jobs_max()} (4 per CPU of this machine), got 99999999"
+
+
+@pytest.mark.parametrize("glob,why", [
+    ("cgroup_rstat.a b", "' ' is not part of a KUnit filter glob"),
+    ("cgroup_rstat.'x'", "\"'\" is not part of"),
+    ("cgroup_rstat\nx", "'\\n' is not part of"),
+    ('cgroup_"rstat"', "'\"' is not part of"),
+    ("cgroup_rstat;true", "';' is not part of"),
+    ("nosuchsuite.*", "'nosuchsuite' matches none of the suites (cgroup_"),
+    ("cgroup_rst.*", "'cgroup_rst' matches none of the suites"),
+])
+@pytest.mark.parametrize("command", [["run", "--profile", PROFILE], ["module-run"],
+                                     ["stress"], ["series-check"]], ids=lambda c: c[0])
+def test_filter_checked_against_the_suites(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                           glob: str, why: str, command: list[str]) -> None:
+    msg = fails(["--build-dir", str(tmp_path), *command, "--filter", glob], capsys)
+    assert msg.startswith("bad --filter (or FILTER) ") and why in msg
+
+
+def test_good_filters_pass() -> None:
+    from cgkunit.params import check_filter, suite_names
+    assert "cgroup_rstat" in suite_names(REPO) and "cgroup_migrate_dynmods" in suite_names(REPO)
+    for glob in ("cgroup_rstat.rstat_base_exact", "cgroup_*", "cgroup_kunit_oracle*",
+                 "cgroup_[mr]*.a?c", "*.x"):
+        assert check_filter(glob, "f", REPO) == glob
+
+
+@pytest.mark.parametrize("variant", ["x/../../..", "../..", "a/b", ".hidden", "..", ""])
+def test_report_variant_is_a_name(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                  variant: str) -> None:
+    build = tmp_path / "build"
+    (build / "results" / PROFILE).mkdir(parents=True)
+    (build / "results" / PROFILE / "console.log").write_text("x\n")
+    before = listing(tmp_path)
+    argv = ["--build-dir", str(build), "report", "--profile", PROFILE, "--variant", variant]
+    if not variant:  # the profile's own results: a report, written where they are
+        cli.main(argv)
+        capsys.readouterr()
+        return
+    assert fails(argv, capsys) == f"--variant {variant!r}: want a name (letters, digits and _.+-), " \
+                                  "not a path"
+    assert listing(tmp_path) == before
+
+
+def test_inside_the_build_root(tmp_path: Path) -> None:
+    from cgkunit.common import inside
+    assert inside(tmp_path, tmp_path / "results" / "x", "w") == (tmp_path / "results" / "x")
+    for out in (tmp_path / ".." / "x", tmp_path.parent):
+        with pytest.raises(DriverError, match="is outside the build root"):
+            inside(tmp_path, out, "w")
+
+
+def test_a_write_that_fails_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """A read-only results directory (or disk full, ...) met in the middle of a run."""
+    summary = tmp_path / "results" / PROFILE / "summary.json"
+
+    def fails_to_write(*a: Any, **k: Any) -> Any:
+        raise PermissionError(13, "Permission denied", str(summary))
+    monkeypatch.setattr(pipeline, "run_profile", fails_to_write)
+    assert fails(["--build-dir", str(tmp_path), "run", "--profile", PROFILE], capsys) == \
+        f"{summary}: Permission denied"
+    monkeypatch.setattr(pipeline, "run_profile", lambda *a, **k: b"\xff".decode())
+    assert fails(["--build-dir", str(tmp_path), "run", "--profile", PROFILE], capsys).startswith(
+        "not valid utf-8 text (byte 0)")
+
+
+def test_malformed_exec_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from conftest import DATA
+    results = tmp_path / "results" / PROFILE
+    results.mkdir(parents=True)
+    shutil.copy(DATA / "01_all_pass.log", results / "console.log")
+    for text in ('{"elapsed": "soon", "stops": "none", "kernel_args": 3, "verdict": 7}',
+                 "{not json", '["a list"]', "\xff"):
+        (results / "exec.json").write_text(text, errors="surrogateescape")
+        code = cli.main(["--build-dir", str(tmp_path), "report", "--profile", PROFILE])
+        captured = capsys.readouterr()
+        assert "Traceback" not in captured.err
+        assert code in (0, 1, 2) and (captured.out.startswith(f"cgkunit: {PROFILE}: ")
+                                      or captured.err.startswith("cgkunit: error: "))
+
+
+def kdir(root: Path, release: bytes) -> Path:
+    from cgkunit import module_run
+    write_files(root, {".config": "\n".join(module_run.KDIR_NEEDS) + "\n", "Module.symvers": "",
+                       "arch/x86/boot/bzImage": "x",
+                       "include/linux/cgroup.h": "void cgroup_create_for_test(void);\n"})
+    (root / "include" / "config").mkdir(parents=True, exist_ok=True)
+    (root / "include" / "config" / "kernel.release").write_bytes(release)
+    return root
+
+
+def test_kdir_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert fails(["--build-dir", str(tmp_path), "module-run", "--kdir", "~nosuchuser"], capsys) == \
+        "KDIR=~nosuchuser: cannot expand '~nosuchuser' (no such user or no home directory)"
+    k = kdir(tmp_path / "kdir", b"7.3.4\xff\n")
+    release = k / "include" / "config" / "kernel.release"
+    assert fails(["--build-dir", str(tmp_path / "b"), "module-run", "--kdir", str(k)], capsys) == \
+        f"cannot read {release}: not valid UTF-8 (byte 5)"
+
+
+@pytest.mark.parametrize("name", ["suite.msg", "BASE", "series"])
+def test_non_utf8_project_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                capsys: pytest.CaptureFixture[str], name: str) -> None:
+    repo = project(tmp_path / "repo")
+    monkeypatch.setattr(cli, "find_repo_root", lambda: repo)
+    path = repo / "kernel" / name
+    path.write_bytes(b"x\xfe\n")
+    msg = fails(["--build-dir", str(tmp_path / "build"), "run", "--profile", PROFILE], capsys)
+    assert msg == f"cannot read {path}: not valid UTF-8 (byte 1)"
+
+
+def test_a_maintainers_file_that_is_not_utf8_keeps_its_bytes(tmp_path: Path) -> None:
+    raw = "CONTROL GROUP (CGROUP)\nF:\tkernel/cgroup/\nM:\tJ\xf6rg\n".encode("latin-1")
+    (tmp_path / "MAINTAINERS").write_bytes(raw)
+    assert tr.ensure_maintainers(tmp_path)
+    assert (tmp_path / "MAINTAINERS").read_bytes() == raw.replace(
+        b"F:\tkernel/cgroup/\n", b"F:\tkernel/cgroup/\nF:\tlib/kunit-cgroup/\n")
+
+
+def test_missing_base_and_titles_are_one_line(tmp_path: Path) -> None:
+    """kernel/BASE missing (report.py reads report_titles.h when it is imported, which
+    once looked for the project root by kernel/BASE and raised there): one line, exit 2."""
+    import subprocess
+    import sys
+    proj = tmp_path / "proj"
+    shutil.copytree(KUNIT_DIR / "cgkunit", proj / "tools" / "kunit" / "cgkunit",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(KUNIT_DIR / "cgkunit.py", proj / "tools" / "kunit" / "cgkunit.py")
+    titles = proj / "lib" / "kunit-cgroup" / "report_titles.h"
+    titles.parent.mkdir(parents=True)
+    shutil.copy(REPO / "lib" / "kunit-cgroup" / "report_titles.h", titles)
+
+    def run_it() -> list[str]:
+        proc = subprocess.run([sys.executable, str(proj / "tools" / "kunit" / "cgkunit.py"),
+                               "run", "--profile", PROFILE], capture_output=True, text=True,
+                              cwd="/", timeout=60)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr
+        return proc.stderr.splitlines()
+    assert run_it() == [f"cgkunit: error: {proj / 'kernel' / 'BASE'} is missing: the pinned "
+                        "base (package, version, sha256) every build starts from"]
+    titles.unlink()
+    assert run_it() == [f"cgkunit: error: cannot read {titles}: No such file or directory"]
+
+
+def test_kernel_series_missing_duplicate_or_empty(tmp_path: Path) -> None:
+    repo = project(tmp_path / "repo")
+    names = tr.series_names(repo)
+    series = repo / "kernel" / "series"
+    series.write_text("\n".join([*names[:2], names[0]]) + "\n")
+    with pytest.raises(DriverError, match=rf"^kernel/series:3: {names[0]} is listed twice "
+                                          r"\(first on line 1\)"):
+        tr.read_series(repo)
+    (repo / "kernel" / "patches" / "0099-empty.patch").write_text("")
+    series.write_text("0099-empty.patch\n")
+    with pytest.raises(DriverError, match="0099-empty.patch is empty"):
+        tr.read_series(repo)
+    series.write_text("")
+    assert tr.read_series(repo) == []  # an empty series is one
+    series.unlink()
+    with pytest.raises(DriverError, match=r"^kernel/series is missing"):
+        tr.read_series(repo)
+
+
+@pytest.mark.parametrize("version", ["7.3.4-1~bpo13+1 junk", "", "latest", "7.3.4;rm"])
+def test_a_corrupted_base_version_is_bad_input(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str],
+                                               version: str) -> None:
+    repo = project(tmp_path / "repo")
+    monkeypatch.setattr(cli, "find_repo_root", lambda: repo)
+    base = repo / "kernel" / "BASE"
+    base.write_text(re.sub(r"(?m)^version=.*$", f"version={version}", base.read_text()))
+    msg = fails(["--build-dir", str(tmp_path / "build"), "run", "--profile", PROFILE], capsys)
+    assert msg.startswith(str(base)) and ("is not a Debian version" in msg or "expected key=value" in msg)
+
+
+def test_every_checks_json_entry_is_checked(tmp_path: Path) -> None:
+    from cgkunit import check
+    repo = project(tmp_path / "repo")
+    shutil.copytree(REPO / "lib" / "kunit-cgroup", repo / "lib" / "kunit-cgroup")
+    ok = {"name": "ok", "profile": PROFILE, "filter": "cgroup_rstat*"}
+    for bad, why in (({"profile": "nope"}, "unknown profile 'nope'"),
+                     ({"extra_patches": ["tools/kunit/breakage/none.patch"]},
+                      "extra patch tools/kunit/breakage/none.patch does not exist"),
+                     ({"filter": "nosuite.*"}, "'nosuite' matches none of the suites"),
+                     ({"kernel_args": ["cgroup_kunit.threads=65"]}, "the suite wants 1..64"),
+                     ({"expect_status": "fail|crashed"}, "expect_status 'fail|crashed': want")):
+        checks = [ok, {**ok, "name": "last", **bad}]
+        write_files(repo, {str(check.CHECKS_FILE): json.dumps({"checks": checks})})
+        with pytest.raises(DriverError) as exc:
+            check.load_checks(repo)
+        assert f"{repo / check.CHECKS_FILE}: last: " in str(exc.value) and why in str(exc.value)

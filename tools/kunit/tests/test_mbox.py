@@ -167,3 +167,56 @@ def test_mbox_suite_patch_adds_the_maintainers_line(env: dict[str, Path], monkey
     suite = mbox.export_mbox(repo, env["build"], out)[3].read_text()
     assert " MAINTAINERS " in suite and "+F:\tlib/kunit-cgroup/\n" in suite
     assert "+F:\tlib/kunit-cgroup/\n F:\ttools/testing/selftests/cgroup/\n" in suite
+
+
+# --- where mbox writes (issue 31) -----------------------------------------------------------
+
+def test_mbox_never_removes_what_it_did_not_write(env: dict[str, Path], monkeypatch: pytest.MonkeyPatch,  # noqa: F811
+                                                  tmp_path: Path) -> None:
+    repo = env["repo"]
+    (repo / "kernel" / "cover.msg").write_text(COVER)
+    _prepare(env, monkeypatch)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    (mine / "old.patch").write_text("mine too")
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    for out, why in ((mine, "a directory with files mbox did not write"),
+                     (a_file, "not a directory"), (tmp_path, "a directory with files")):
+        with pytest.raises(DriverError, match=why):
+            mbox.export_mbox(repo, env["build"], out)
+    assert (mine / "notes.txt").read_text() == "mine" and (mine / "old.patch").read_text() == "mine too"
+    assert a_file.read_text() == "x"
+    # a new directory: made and marked; the next export replaces its patches, nothing else
+    new = tmp_path / "new" / "mbox"
+    files = mbox.export_mbox(repo, env["build"], new)
+    assert (new / mbox.OUT_MARK).is_file() and len(files) == 4
+    (new / "README").write_text("added by hand")
+    (new / "9999-stale.patch").write_text("an earlier export's")
+    assert mbox.export_mbox(repo, env["build"], new) == files
+    assert (new / "README").read_text() == "added by hand" and not (new / "9999-stale.patch").exists()
+    # an empty directory is fine, and becomes mbox's
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert len(mbox.export_mbox(repo, env["build"], empty)) == 4
+
+
+def test_mbox_out_on_the_command_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """--out . (a working directory with files), --out on a file: one line, exit 2, nothing
+    touched (before the lock, the fetch or the tree)."""
+    from cgkunit import cli
+    from test_bad_input import fails, listing
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "keep.c").write_text("int x;\n")
+    monkeypatch.chdir(work)
+    build = tmp_path / "build"
+    monkeypatch.setattr(pipeline, "prepare", lambda *a, **k: pytest.fail("prepared"))
+    before = listing(tmp_path)
+    assert fails(["--build-dir", str(build), "mbox", "--out", "."], capsys).startswith(
+        f"--out {work}: a directory with files mbox did not write")
+    assert fails(["--build-dir", str(build), "mbox", "--out", "keep.c"], capsys) == \
+        f"--out {work / 'keep.c'}: not a directory"
+    assert listing(tmp_path) == before and cli.LOCKED
