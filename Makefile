@@ -2,18 +2,25 @@
 #
 # Front door of the project: every target calls the driver in tools/kunit.
 # Variables: KERNEL_SRC=/path/to/your/linux (a git tree; default: the pinned
-# Debian base), KERNEL_ARGS="cgroup_kunit.seed=N ...", FILTER='suite.case',
-# CGKUNIT_ACCEL=auto|kvm|tcg (QEMU accelerator; auto probes KVM first).
-# make bench: REPS=N (1..50) repetitions of every point, DURATION_MS=N
-# (100..60000) per repetition, ROUNDS=N (1..10) boots of each kernel,
-# alternating, VCPUS=N QEMU vCPUs (default: host cores, at least 4),
-# ONLY=rstat,ucount,migrate (default all).
+# Debian base), KERNEL_REF=<commit of it>, KERNEL_ARGS="cgroup_kunit.seed=N ...",
+# FILTER='suite.case' (run, kcsan, kasan, lockdep-x86, coverage, stress, bisect,
+# series-check, module-run), CGKUNIT_ACCEL=auto|kvm|tcg (QEMU accelerator; auto probes
+# KVM first), CGKUNIT_WAIT_LOCK=1 (wait while another command uses the build root),
+# CGKUNIT_UNPINNED=1 (kernel/BASE's version gone from Debian: build the newest, unpinned).
+# A variable a target does not use (make check FILTER=..., make run PROFILE=...) stops it
+# with one line and exit status 2, before anything runs.
+# make check: ONLY=<check> (one check of tools/kunit/checks.json).
+# make bench: PROFILE= (default bench.json's), REPS=N (1..50, default 5) repetitions of
+# every point, DURATION_MS=N (100..60000, default 1000) per repetition, ROUNDS=N (1..10,
+# default 3) boots of each kernel, alternating, VCPUS=N (default: host cores),
+# ONLY=rstat,ucount,migrate (default all), SEED=N.
 # make module-run: PROFILE=x86_64-kasan (default) CYCLES=N (default 1) loads and
 # unloads, MODULE_ARGS="seed=N threads=N" (insmod parameters; dynmods=1 also runs
 # cgroup_migrate_dynmods, after which cgroup_migrate skips itself in later cycles), FILTER=,
 # KDIR=<a built x86_64 kernel with the series>: build the module against it, boot it.
 # make stress: PROFILE=um-lockdep (default) RUNS=N (default 10) boots of one build,
-# SEED=N (the same seed every boot; default a new one each), UNTIL_FAIL=1.
+# SEED=N (the same seed every boot; default a new one each), UNTIL_FAIL=1 (or yes/true;
+# 0/no/false: off).
 # make bisect: GOOD=<rev> BAD=<rev> (commits of KERNEL_SRC, or without it patches of
 # kernel/series: base, 0012, ...), SIGNATURE=<key>|auto (default auto: the most frequent
 # at BAD), PROFILE=um-lockdep (default), RUNS=N boots per commit (default 10), FILTER=,
@@ -23,10 +30,25 @@
 
 PYTHON ?= python3
 CGKUNIT := $(PYTHON) tools/kunit/cgkunit.py
-REPS ?= 5
-DURATION_MS ?= 1000
-ROUNDS ?= 3
-export KERNEL_SRC KERNEL_REF KERNEL_ARGS FILTER CGKUNIT_ACCEL CYCLES MODULE_ARGS KDIR GOOD BAD SIGNATURE
+
+# The variables above reach the driver through the environment, as they were typed: the
+# driver reads each as the default of its option, checks it (one line and exit status 2 for
+# a bad value, or for one the target does not use, before anything runs) and no recipe
+# holds a user's value. make expands a variable given on its command line whenever it is
+# referenced or exported, so $(shell ...) in KERNEL_ARGS would run and $(x) would vanish:
+# each one given is first made a simple variable holding its raw text ($(value)), which
+# make exports as it is. MAKEOVERRIDES keeps them out of MAKEFLAGS, which the kernel's own
+# make (run by kunit.py) would read and expand again.
+CGKUNIT_VARS := KERNEL_SRC KERNEL_REF KERNEL_ARGS FILTER PROFILE RUNS SEED UNTIL_FAIL FROM \
+	GOOD BAD SIGNATURE REPS DURATION_MS ROUNDS VCPUS ONLY CYCLES MODULE_ARGS KDIR \
+	CGKUNIT_ACCEL CGKUNIT_BUILD CGKUNIT_ISOLATE CGKUNIT_UNPINNED CGKUNIT_WAIT_LOCK \
+	CGKUNIT_APT_MIRROR
+$(foreach v,$(CGKUNIT_VARS),$(if $(filter command line environment environment override,$(origin $(v))),$(eval override $(v) := $$(value $(v)))))
+export $(foreach v,$(CGKUNIT_VARS),$(if $(filter-out undefined,$(origin $(v))),$(v)))
+MAKEOVERRIDES :=
+# the goals as typed: the driver's first command (make deps) checks every variable against
+# what they run
+export CGKUNIT_MAKE_GOALS := $(value MAKECMDGOALS)
 
 .PHONY: run test kcsan kasan lockdep-x86 check module module-run bench coverage stress bisect bisect-selftest series-check mbox pytest deps clean help
 
@@ -42,7 +64,7 @@ help:
 	@echo "              (PROFILE=x86_64-kasan CYCLES=N MODULE_ARGS=\"seed=N threads=N\" FILTER=;"
 	@echo "              KDIR=<your built kernel>: the module built against it, in it; not in make test)"
 	@echo "make bench    benchmarks: base kernel vs base + kernel/series, side by side"
-	@echo "              (x86_64 QEMU; REPS=$(REPS) DURATION_MS=$(DURATION_MS); not part of make test)"
+	@echo "              (PROFILE= REPS=5 DURATION_MS=1000 ROUNDS=3 VCPUS= ONLY=; not part of make test)"
 	@echo "make coverage which kernel lines the suite drives (UML gcov + lcov; not part of make test)"
 	@echo "make stress   boot one build RUNS=N times (PROFILE=, FILTER=, SEED=, UNTIL_FAIL=1):"
 	@echo "              how often each failure signature comes, with a 95% interval (not in make test)"
@@ -80,30 +102,28 @@ module: deps
 	$(CGKUNIT) module --profile um-lockdep
 
 module-run: deps
-	$(CGKUNIT) module-run --profile $(or $(PROFILE),x86_64-kasan)
+	$(CGKUNIT) module-run
 
 bench: deps
-	$(CGKUNIT) bench --reps $(REPS) --duration-ms $(DURATION_MS) \
-		--rounds $(ROUNDS) $(if $(VCPUS),--vcpus $(VCPUS)) $(if $(ONLY),--only $(ONLY))
+	$(CGKUNIT) bench
 
 coverage: deps
 	$(CGKUNIT) coverage
 
 stress: deps
-	$(CGKUNIT) stress --profile $(or $(PROFILE),um-lockdep) --runs $(or $(RUNS),10) \
-		$(if $(SEED),--seed $(SEED)) $(if $(filter-out 0,$(UNTIL_FAIL)),--until-fail)
+	$(CGKUNIT) stress
 
 bisect: deps
-	$(CGKUNIT) bisect --profile $(or $(PROFILE),um-lockdep) --runs $(or $(RUNS),10)
+	$(CGKUNIT) bisect
 
 bisect-selftest: deps
-	$(CGKUNIT) bisect-selftest $(if $(RUNS),--runs $(RUNS))
+	$(CGKUNIT) bisect-selftest
 
 mbox: deps
 	$(CGKUNIT) mbox
 
 series-check: deps
-	$(CGKUNIT) series-check --profile $(or $(PROFILE),um-lockdep) $(if $(FROM),--from $(FROM))
+	$(CGKUNIT) series-check
 
 pytest:
 	$(PYTHON) -m pytest -q tools/kunit/tests

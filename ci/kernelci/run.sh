@@ -113,10 +113,15 @@ if [ -n "$build" ]; then
 	args=()
 	[ -z "$seed" ] || args+=("cgroup_kunit.seed=$seed")
 	[ -z "$kernel_args" ] || args+=("$kernel_args")
-	make_vars=("KERNEL_ARGS=${args[*]}" "FILTER=$filter")
-	[ -z "$kernel_src" ] || make_vars+=("KERNEL_SRC=$kernel_src")
-	echo "run.sh: make $target ${make_vars[*]}"
-	make -C "$repo" "$target" "${make_vars[@]}" || rc=$?
+	# The values come from CI job parameters: they reach make (and the driver, which
+	# checks them) through the environment, never on make's command line, where make
+	# would expand $(...) in them.
+	make_env=("KERNEL_ARGS=${args[*]}" "FILTER=$filter")
+	[ -z "$kernel_src" ] || make_env+=("KERNEL_SRC=$kernel_src")
+	printf 'run.sh: make %s with' "$target"
+	printf ' %q' "${make_env[@]}"
+	printf '\n'
+	env "${make_env[@]}" make -C "$repo" "$target" || rc=$?
 fi
 
 [ -n "$submit" ] || exit "$rc"

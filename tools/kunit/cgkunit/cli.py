@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shlex
 import shutil
 import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Callable, NoReturn, Sequence
+from typing import Any, Callable, Mapping, NoReturn, Sequence
 
 from . import bench, coverage
 from . import check as checks
@@ -17,11 +18,13 @@ from . import bisection
 from . import deps, mbox, module_run, pipeline, stress
 from . import series_check
 from .common import (BASE_FILE, DriverError, build_root, check_build_dir, env_flag, error_line,
-                     find_repo_root, flag_value, inside, one_line, safe_name, say, user_path)
+                     find_repo_root, flag_value, inside, one_line, read_text_file, safe_name,
+                     say, user_path)
 from .fetch import fetch_base, parse_base
 from .lock import WAIT_ENV, BuildLock
 from .params import check_filter, check_kernel_args
-from .profile import accel_mode, isolate_mode, list_profiles, load_profile, results_dir
+from .profile import (MAKE_TARGETS, accel_mode, isolate_mode, list_profiles, load_profile,
+                      results_dir)
 from .report import (EXIT_ERROR, EXIT_HELP, EXIT_INTERRUPTED, Report, exit_code, format_summary,
                      raise_refused)
 from .tree import hook_message, read_series, validate_kernel_src
@@ -332,6 +335,10 @@ BOOTS = ("run", "module-run", "bench", "coverage", "check", "stress", "bisect", 
 # the commands that write under the build root, each holding its lock (lock.BuildLock);
 # bisect-step runs under the lock of the bisect that git bisect run is part of
 LOCKED = (*PREPARES, "fetch", "report", "bisect-step")
+MAKE_GOALS_ENV = "CGKUNIT_MAKE_GOALS"  # the Makefile's goals ($(MAKECMDGOALS)), as typed
+# what make passes its sub-makes: the driver's kunit.py runs make, which must not read the
+# variables given on the outer make's command line (they would be expanded there)
+MAKE_ENV = ("MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES", "MAKELEVEL")
 
 
 def _bench_options(args: argparse.Namespace) -> bench.BenchOptions:
@@ -433,10 +440,95 @@ def _command_preflight(args: argparse.Namespace, repo: Path, build: Path) -> Non
         mbox.check_out(_mbox_out(args, build), build)
 
 
+# --- make -------------------------------------------------------------------------------------
+
+RULE = re.compile(r"^([A-Za-z0-9_.-]+)\s*:(?!=)")
+DRIVER = "$(CGKUNIT) "
+
+
+def makefile_recipes(text: str) -> dict[str, list[str]]:
+    """Rule name -> its recipe lines, from a Makefile's text."""
+    recipes: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        m = RULE.match(line)
+        if m:
+            current = recipes.setdefault(m.group(1), [])
+        elif line.startswith("\t") and current is not None:
+            current.append(line.strip())
+        elif line.strip() and not line.startswith("#"):
+            current = None
+    return recipes
+
+
+def makefile_commands(text: str, target: str) -> list[list[str]] | None:
+    """The driver commands (the words after cgkunit.py) of a target's own recipe in a
+    Makefile's text; None when it has no such rule."""
+    recipe = makefile_recipes(text).get(target)
+    if recipe is None:
+        return None
+    return [shlex.split(line[len(DRIVER):]) for line in recipe if line.startswith(DRIVER)]
+
+
+def _commands(parser: argparse.ArgumentParser) -> dict[str, Parser]:
+    """The subcommands' parsers by name."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return {name: p for name, p in action.choices.items() if isinstance(p, Parser)}
+    return {}
+
+
+def check_make_goals(parser: Parser, repo: Path, goals: Sequence[str],
+                     env: Mapping[str, str]) -> None:
+    """What `make <goals>` will run, checked before the first of it (make deps is where
+    every target that calls the driver starts): each goal a target of the Makefile, each
+    Makefile variable that is set read by every driver command of each goal (one that
+    would ignore it, or set that option itself, is bad input: `make check FILTER=x`,
+    `make run PROFILE=x86_64-kasan`), and each command's options and inputs as it will
+    check them (preflight). DriverError naming the goal and the first problem."""
+    text = read_text_file(repo / "Makefile")
+    commands = _commands(parser)
+    variables = sorted({v for p in commands.values() for v in p.env_vars
+                        if not v.startswith("CGKUNIT_")})
+    build: Path | None = None
+    for goal in goals:
+        argvs = makefile_commands(text, goal)
+        if argvs is None:
+            raise DriverError(f"make {goal}: no such target (make help lists them)")
+        argvs = [a for a in argvs if a and a[0] != "deps"]
+        for var in variables:
+            value = env.get(var, "")
+            for argv in argvs if value else []:
+                flag = commands[argv[0]].env_vars.get(var) if argv[0] in commands else None
+                if flag is None or flag in argv:
+                    raise DriverError(
+                        f"make {goal}: {var}={value!r} does not apply: it runs cgkunit.py "
+                        f"{' '.join(argv)}, which " + (f"sets {flag} itself" if flag else
+                                                       "does not read it")
+                        + f"; unset {var}" + _make_hint(var, value, goal))
+        for argv in argvs:
+            build = build or build_root(repo, None, env)
+            preflight(parser.parse_args(argv), repo, build)
+
+
+def _make_hint(var: str, value: str, goal: str) -> str:
+    if var == "PROFILE":
+        target = MAKE_TARGETS.get(value)
+        return (f" ({target} runs {value})" if target and target != f"make {goal}" else
+                f" (python3 tools/kunit/cgkunit.py run --profile {value} runs a profile "
+                "of your choice)")
+    if goal == "check":
+        return " (each check of tools/kunit/checks.json sets its own)"
+    return ""
+
+
 def dispatch(args: argparse.Namespace, parser: Parser | None = None) -> int:
     """Run one command; DriverError propagates. Commands that write under the build root
     run holding its lock."""
     if args.command == "deps":
+        goals = os.environ.get(MAKE_GOALS_ENV)
+        if goals is not None and parser is not None:
+            check_make_goals(parser, find_repo_root(), goals.split() or ["help"], os.environ)
         deps.ensure_deps()
         return 0
     repo = find_repo_root()
@@ -545,6 +637,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Parse argv, run, map errors to exit status 2 (one line: no traceback for bad input or
     a file the driver cannot read or write) and Ctrl-C or SIGTERM to 130."""
     words = list(sys.argv[1:] if argv is None else argv)
+    for var in MAKE_ENV:
+        os.environ.pop(var, None)
     parser = make_parser()
     args = parser.parse_args(words)
     args.argv = words

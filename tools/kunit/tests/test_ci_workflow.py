@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 import pytest
 
-from cgkunit import fetch
+from cgkunit import cli, fetch
 from cgkunit.params import check_kernel_args
 
 REPO = Path(__file__).resolve().parents[3]
@@ -47,19 +47,7 @@ USES_PINNED = re.compile(r"^[\w.-]+/[\w.-]+(/[\w./-]+)?@(v\d+(\.\d+){0,2}|[0-9a-
 
 # --- the Makefile -------------------------------------------------------------------------
 
-def makefile_targets(text: str) -> dict[str, list[str]]:
-    """Rule name -> its recipe lines, from a Makefile's text."""
-    rules: dict[str, list[str]] = {}
-    current: list[str] | None = None
-    for line in text.splitlines():
-        m = re.match(r"^([A-Za-z0-9_.-]+)\s*:(?!=)", line)
-        if m:
-            current = rules.setdefault(m.group(1), [])
-        elif line.startswith("\t") and current is not None:
-            current.append(line.strip())
-        elif line.strip() and not line.startswith("#"):
-            current = None
-    return rules
+makefile_targets = cli.makefile_recipes  # rule name -> its recipe lines
 
 
 def profile_targets(makefile: str) -> dict[str, str]:
