@@ -1,33 +1,51 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * cgroup_bench, cgroup_bench_migrate: benchmarks of the paths the series
- * changes, for `make bench`, which boots the kernel without and with the
- * series and compares what these cases print. Built only with
+ * cgroup_bench, cgroup_bench_migrate: benchmarks of cpu.stat reads, pending
+ * signal charges and cgroup.procs migrations. Built only with
  * CONFIG_CGROUP_KUNIT_BENCH; they check nothing but that the benchmark ran.
+ * They are meant for a kernel without lock, race or memory debugging, booted
+ * with one CPU per host core: on UML each CPU is a host thread, so the gangs
+ * below run in parallel at native speed.
  *
  * Every measurement is printed as one KTAP diagnostic of the form
- *   metric: <benchmark> <key>=<value> ...
- * with the raw counts and the elapsed time in ns, so that the driver
- * computes the rates and compares the two kernels.
+ *   metric: <record> <key>=<value> ...
+ * with raw counts and the elapsed time in ns; whoever reads them computes
+ * the rates and compares kernels. Records of timed repetitions carry
+ * busy=<permille>: the part of the repetition in which its least busy
+ * worker made steps (cgk_gang_busy_permille()). Well under 1000 means the
+ * workers did not run at the same time for that long (a host that
+ * descheduled a vCPU), and such a repetition measures no contention.
  *
- *  - bench_rstat_read: R readers read cpu.stat of one cgroup (through
- *    cgroup_base_stat_read(), what cpu.stat shows) while U updaters charge
- *    cputime to its children, R = 1, 2, 4 ... up to the CPUs (and 0, for
- *    the updaters' own cost), U = 0, 1 and half the CPUs: reads and
- *    updates done in the time bound.
+ *  - bench_rstat_read: R readers read cpu.stat (cgroup_base_stat_read(),
+ *    what the file shows) while U updaters charge cputime to the leaves of
+ *    one cgroup, R = 1, 2, 4 ... up to the CPUs (and 0, for the updaters'
+ *    own cost), U = 0, 1 and half the CPUs. The readers read that one
+ *    cgroup (cgroups=1), or each its own leaf (cgroups=R). Records:
+ *    rstat_read (reads and updates done), then, in one more repetition with
+ *    probes on the cgroup_rstat_locked/unlock tracepoints, rstat_locks:
+ *    the rstat lock acquisitions the readers made, how many found the lock
+ *    taken, and the ns they held it, so that a read's serialized part can
+ *    be told from its parallel part whatever the number of CPUs.
  *  - bench_ucount_charge: T threads in K sibling user namespaces under one
  *    parent charge and uncharge a pending signal the way signal delivery
  *    does (inc_rlimit_get_ucounts()/dec_rlimit_put_ucounts()), K = 1, 2, 4
- *    ... up to the CPUs, with one thread per namespace and with one thread
- *    per CPU: charges done in the time bound.
+ *    ... up to the CPUs, T = K and T = CPUs (ucount_charge); pairs of
+ *    threads in one namespace, one charging, the other uncharging what the
+ *    first charged, as when a signal is sent on one CPU and dequeued on
+ *    another (ucount_cross); and T threads in K namespaces whose parent
+ *    level admits only two pending signals per thread while each thread
+ *    wants up to four, so that charges keep meeting the limit
+ *    (ucount_limit: charges admitted and refused).
  *  - bench_migrate_latency: one thread moves a thread group back and forth
- *    between two cgroups through the cgroup.procs write path while F churn
- *    threads fork children that exit, in other thread groups, F = 0, 1,
- *    CPUs - 1 and twice the CPUs; first with the global attach lock, then,
- *    after switching the default hierarchy to favordynmods (one way), with
- *    the per-threadgroup lock: latency percentiles of the migrations and
- *    the churn's fork rate. It is a suite of its own, run after the others,
- *    because favordynmods cannot be switched off again.
+ *    between two cgroups through the cgroup.procs write path for
+ *    duration_ms while F churn threads fork children that exit, in other
+ *    thread groups, F = 0, 1, CPUs - 1 and twice the CPUs. The churn is
+ *    forking before the first migration is timed, and its forks are
+ *    counted over the timed window only. First with the global attach
+ *    lock, then, after switching the default hierarchy to favordynmods
+ *    (one way), with the per-threadgroup lock: latency percentiles of the
+ *    migrations and the churn's fork rate. It is a suite of its own, run
+ *    after the others, because favordynmods cannot be switched off again.
  *
  * Each point is measured bench_reps times (module parameter, default 5) for
  * duration_ms each (default 1000).
@@ -35,16 +53,20 @@
 
 #include <linux/cgroup.h>
 #include <linux/cpumask.h>
+#include <linux/delay.h>
 #include <linux/kernel_stat.h>
 #include <linux/moduleparam.h>
+#include <linux/percpu.h>
 #include <linux/slab.h>
 #include <linux/sort.h>
+#include <linux/tracepoint.h>
 #include <linux/user_namespace.h>
+#include <trace/events/cgroup.h>
 
 #include "harness.h"
 
 static unsigned int bench_reps = 5;
-static unsigned int bench_migrations = 300;
+static unsigned int bench_migrations = 500000;
 
 static int bench_uint_set(const char *val, const struct kernel_param *kp,
 			  unsigned int lo, unsigned int hi)
@@ -73,7 +95,7 @@ MODULE_PARM_DESC(bench_reps, "repetitions of each benchmark point, 1..50 (defaul
 
 static int bench_migrations_set(const char *val, const struct kernel_param *kp)
 {
-	return bench_uint_set(val, kp, 10, 100000);
+	return bench_uint_set(val, kp, 10, 5000000);
 }
 
 static const struct kernel_param_ops bench_migrations_ops = {
@@ -82,7 +104,7 @@ static const struct kernel_param_ops bench_migrations_ops = {
 };
 module_param_cb(bench_migrations, &bench_migrations_ops, &bench_migrations, 0444);
 MODULE_PARM_DESC(bench_migrations,
-		 "migrations per point of bench_migrate_latency, 10..100000 (default 300)");
+		 "most migrations timed in one repetition of bench_migrate_latency, 10..5000000 (default 500000)");
 
 /* After @n: 2 * @n, but @max last, and UINT_MAX once @max was done. */
 static unsigned int bench_next_pow2(unsigned int n, unsigned int max)
@@ -102,10 +124,13 @@ static void bench_print_machine(struct kunit *test)
 	kunit_info(test, "metric: bench_machine vcpus=%u\n", num_online_cpus());
 }
 
+/* Run a gang measured for busy time (cgk_gang_measure()); the ns it took. */
 static u64 bench_gang_run(struct cgk_gang *gang)
 {
-	u64 start = ktime_get_ns();
+	u64 start;
 
+	cgk_gang_measure(gang);
+	start = ktime_get_ns();
 	cgk_gang_run(gang);
 	return ktime_get_ns() - start;
 }
@@ -122,12 +147,13 @@ static unsigned long bench_iterations(struct cgk_gang *gang, unsigned int from,
 
 /* ---- rstat: cpu.stat readers against updaters ---------------------------- */
 
-#define BENCH_RS_LEAVES		4
+#define BENCH_RS_LEAVES		(CGK_MAX_THREADS / 2)
 
 struct bench_rs {
 	struct cgroup *top;
 	struct cgroup *leaf[BENCH_RS_LEAVES];
 	unsigned int nr_readers;
+	bool own;		/* reader i reads leaf[i], else top */
 };
 
 static void bench_rs_step(struct cgk_worker *w)
@@ -137,9 +163,9 @@ static void bench_rs_step(struct cgk_worker *w)
 	if (w->index < b->nr_readers) {
 		struct cgroup_base_stat shown;
 
-		cgroup_base_stat_read(b->top, &shown, NULL);
+		cgroup_base_stat_read(b->own ? b->leaf[w->index] : b->top, &shown, NULL);
 	} else {
-		struct cgroup *leaf = b->leaf[w->index % BENCH_RS_LEAVES];
+		struct cgroup *leaf = b->leaf[w->iterations % BENCH_RS_LEAVES];
 
 		/* What the scheduler charges: run time, then user time. */
 		__cgroup_account_cputime(leaf, 1000);
@@ -150,6 +176,102 @@ static void bench_rs_step(struct cgk_worker *w)
 static const struct cgk_gang_ops bench_rs_ops = {
 	.step = bench_rs_step,
 };
+
+/*
+ * Lock counting: probes on the rstat lock tracepoints count what the
+ * readers of the gang being counted do with an rstat lock (cpu.stat takes
+ * only rstat_base_lock), per CPU so that the counting adds no shared
+ * cache line of its own; acquisitions by anyone else are counted apart.
+ */
+struct bench_lock_count {
+	u64 locks;
+	u64 contended;
+	u64 hold_ns;
+	u64 since;
+	u64 others;
+};
+
+static DEFINE_PER_CPU(struct bench_lock_count, bench_lock_counts);
+static struct cgk_gang *bench_counted;
+
+static bool bench_counted_reader(void)
+{
+	struct cgk_gang *gang = READ_ONCE(bench_counted);
+	struct bench_rs *b;
+	unsigned int i;
+
+	if (!gang)
+		return false;
+	b = gang->data;
+	for (i = 0; i < b->nr_readers; i++) {
+		if (gang->workers[i].task == current)
+			return true;
+	}
+	return false;
+}
+
+/* Called with the rstat lock just taken, irqs off: this CPU's counts are ours. */
+static void bench_probe_locked(void *data, struct cgroup *cgrp, int cpu,
+			       bool contended)
+{
+	struct bench_lock_count *c = this_cpu_ptr(&bench_lock_counts);
+
+	if (!bench_counted_reader()) {
+		c->others++;
+		return;
+	}
+	c->locks++;
+	c->contended += contended;
+	c->since = ktime_get_ns();
+}
+
+/* Called with the rstat lock still held, on the CPU that took it. */
+static void bench_probe_unlock(void *data, struct cgroup *cgrp, int cpu,
+			       bool contended)
+{
+	struct bench_lock_count *c = this_cpu_ptr(&bench_lock_counts);
+
+	if (c->since && bench_counted_reader())
+		c->hold_ns += ktime_get_ns() - c->since;
+	c->since = 0;
+}
+
+static int bench_count_locks(struct cgk_gang *gang)
+{
+	int cpu, ret;
+
+	for_each_possible_cpu(cpu)
+		memset(per_cpu_ptr(&bench_lock_counts, cpu), 0, sizeof(struct bench_lock_count));
+	WRITE_ONCE(bench_counted, gang);
+	ret = register_trace_cgroup_rstat_locked(bench_probe_locked, NULL);
+	if (ret)
+		return ret;
+	ret = register_trace_cgroup_rstat_unlock(bench_probe_unlock, NULL);
+	if (ret) {
+		unregister_trace_cgroup_rstat_locked(bench_probe_locked, NULL);
+		tracepoint_synchronize_unregister();
+	}
+	return ret;
+}
+
+static void bench_stop_counting(struct bench_lock_count *sum)
+{
+	int cpu;
+
+	unregister_trace_cgroup_rstat_unlock(bench_probe_unlock, NULL);
+	unregister_trace_cgroup_rstat_locked(bench_probe_locked, NULL);
+	tracepoint_synchronize_unregister();
+	WRITE_ONCE(bench_counted, NULL);
+	memset(sum, 0, sizeof(*sum));
+	for_each_possible_cpu(cpu) {
+		struct bench_lock_count *c = per_cpu_ptr(&bench_lock_counts, cpu);
+
+		sum->locks += c->locks;
+		sum->contended += c->contended;
+		sum->hold_ns += c->hold_ns;
+		sum->others += c->others;
+	}
+}
 
 static void bench_rs_release(void *arg)
 {
@@ -168,9 +290,55 @@ static void bench_rs_release(void *arg)
 	}
 }
 
+static struct cgroup *bench_rs_cgroup(struct kunit *test, struct cgroup *parent,
+				      const char *name)
+{
+	struct cgroup *cgrp = cgroup_create_for_test(parent, name);
+
+	if (IS_ERR(cgrp)) {
+		KUNIT_FAIL(test, "creating %s: %ld", name, PTR_ERR(cgrp));
+		return NULL;
+	}
+	return cgrp;
+}
+
+/* One point: bench_reps timed repetitions, then one counting the locks. */
+static void bench_rs_point(struct kunit *test, struct bench_rs *b,
+			   unsigned int readers, unsigned int updaters, bool own)
+{
+	unsigned int cgroups = own ? readers : !!readers, rep;
+	struct bench_lock_count locks;
+	struct cgk_gang *gang;
+	u64 ns;
+
+	b->nr_readers = readers;
+	b->own = own;
+	for (rep = 0; rep < bench_reps; rep++) {
+		gang = cgk_gang_create(test, readers + updaters, &bench_rs_ops, b);
+		KUNIT_ASSERT_NOT_NULL(test, gang);
+		ns = bench_gang_run(gang);
+		kunit_info(test, "metric: rstat_read readers=%u updaters=%u cgroups=%u rep=%u ns=%llu reads=%lu updates=%lu busy=%u\n",
+			   readers, updaters, cgroups, rep, ns,
+			   bench_iterations(gang, 0, readers),
+			   bench_iterations(gang, readers, gang->nr),
+			   cgk_gang_busy_permille(gang));
+	}
+	if (!readers)
+		return;
+	gang = cgk_gang_create(test, readers + updaters, &bench_rs_ops, b);
+	KUNIT_ASSERT_NOT_NULL(test, gang);
+	KUNIT_ASSERT_EQ(test, 0, bench_count_locks(gang));
+	ns = bench_gang_run(gang);
+	bench_stop_counting(&locks);
+	kunit_info(test, "metric: rstat_locks readers=%u updaters=%u cgroups=%u ns=%llu reads=%lu updates=%lu locks=%llu contended=%llu hold_ns=%llu other_locks=%llu\n",
+		   readers, updaters, cgroups, ns, bench_iterations(gang, 0, readers),
+		   bench_iterations(gang, readers, gang->nr), locks.locks,
+		   locks.contended, locks.hold_ns, locks.others);
+}
+
 static void bench_rstat_read(struct kunit *test)
 {
-	unsigned int cpus = bench_cpus(), r, u, rep;
+	unsigned int cpus = bench_cpus(), r, u;
 	unsigned int updaters[3] = { 0, 1, max(cpus / 2, 1U) };
 	struct bench_rs *b;
 	int i;
@@ -178,24 +346,14 @@ static void bench_rstat_read(struct kunit *test)
 	b = kunit_kzalloc(test, sizeof(*b), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, b);
 	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, bench_rs_release, b));
-	b->top = cgroup_create_for_test(&cgrp_dfl_root.cgrp, "cgk-bench-rstat");
-	if (IS_ERR(b->top)) {
-		long err = PTR_ERR(b->top);
-
-		b->top = NULL;
-		KUNIT_FAIL_AND_ABORT(test, "creating the benchmark cgroup: %ld", err);
-	}
+	b->top = bench_rs_cgroup(test, &cgrp_dfl_root.cgrp, "cgk-bench-rstat");
+	KUNIT_ASSERT_NOT_NULL(test, b->top);
 	for (i = 0; i < BENCH_RS_LEAVES; i++) {
 		char name[16];
 
 		snprintf(name, sizeof(name), "leaf%d", i);
-		b->leaf[i] = cgroup_create_for_test(b->top, name);
-		if (IS_ERR(b->leaf[i])) {
-			long err = PTR_ERR(b->leaf[i]);
-
-			b->leaf[i] = NULL;
-			KUNIT_FAIL_AND_ABORT(test, "creating %s: %ld", name, err);
-		}
+		b->leaf[i] = bench_rs_cgroup(test, b->top, name);
+		KUNIT_ASSERT_NOT_NULL(test, b->leaf[i]);
 	}
 	bench_print_machine(test);
 
@@ -205,20 +363,9 @@ static void bench_rstat_read(struct kunit *test)
 		/* readers=0: what the updaters alone do, for their cost */
 		for (r = updaters[u] ? 0 : 1; r != UINT_MAX;
 		     r = r ? bench_next_pow2(r, cpus) : 1) {
-			for (rep = 0; rep < bench_reps; rep++) {
-				struct cgk_gang *gang;
-				u64 ns;
-
-				b->nr_readers = r;
-				gang = cgk_gang_create(test, r + updaters[u],
-						       &bench_rs_ops, b);
-				KUNIT_ASSERT_NOT_NULL(test, gang);
-				ns = bench_gang_run(gang);
-				kunit_info(test, "metric: rstat_read readers=%u updaters=%u rep=%u ns=%llu reads=%lu updates=%lu\n",
-					   r, updaters[u], rep, ns,
-					   bench_iterations(gang, 0, r),
-					   bench_iterations(gang, r, gang->nr));
-			}
+			bench_rs_point(test, b, r, updaters[u], false);
+			if (r > 1)
+				bench_rs_point(test, b, r, updaters[u], true);
 		}
 	}
 }
@@ -228,27 +375,92 @@ static void bench_rstat_read(struct kunit *test)
 #define BENCH_UC_OWNER		3142000
 #define BENCH_UC_UID		3142001
 #define BENCH_UC_SIGPENDING	BIT(20)
+/* ucount_cross: the charges a charger may have outstanding. */
+#define BENCH_UC_CROSS_DEPTH	64
+/* ucount_limit: the parent level's limit per thread, and what each wants. */
+#define BENCH_UC_LIMIT_PER	2
+#define BENCH_UC_WANT		4
+
+enum bench_uc_mode { BENCH_UC_SAME, BENCH_UC_CROSS, BENCH_UC_LIMIT };
 
 struct bench_uc {
 	struct user_namespace *parent;
 	struct user_namespace *child[CGK_MAX_THREADS];
 	unsigned int nr_children;
-	atomic_long_t refused;
+	enum bench_uc_mode mode;
+	atomic_long_t refused;		/* BENCH_UC_SAME: far below the limit */
 };
+
+/* What one worker of a point holds. */
+struct bench_uc_worker {
+	struct ucounts *uc;
+	atomic_long_t *outstanding;	/* BENCH_UC_CROSS: shared by a pair */
+	unsigned long charges;
+	unsigned long refused;
+	unsigned int held;		/* BENCH_UC_LIMIT */
+};
+
+static void bench_uc_release_held(struct bench_uc_worker *p)
+{
+	for (; p->held; p->held--)
+		dec_rlimit_put_ucounts(p->uc, UCOUNT_RLIMIT_SIGPENDING);
+}
 
 static void bench_uc_step(struct cgk_worker *w)
 {
 	struct bench_uc *b = w->gang->data;
-	struct ucounts *uc = w->priv;
+	struct bench_uc_worker *p = w->priv;
 
-	if (cgk_sigpending_charge(uc, false, LONG_MAX))
-		dec_rlimit_put_ucounts(uc, UCOUNT_RLIMIT_SIGPENDING);
-	else
-		atomic_long_inc(&b->refused);
+	switch (b->mode) {
+	case BENCH_UC_SAME:
+		if (cgk_sigpending_charge(p->uc, false, LONG_MAX)) {
+			dec_rlimit_put_ucounts(p->uc, UCOUNT_RLIMIT_SIGPENDING);
+			p->charges++;
+		} else {
+			atomic_long_inc(&b->refused);
+		}
+		break;
+	case BENCH_UC_CROSS:
+		/* even workers charge, the odd one next to each uncharges */
+		if (!(w->index & 1)) {
+			if (atomic_long_read(p->outstanding) >= BENCH_UC_CROSS_DEPTH) {
+				cpu_relax();
+				break;
+			}
+			if (cgk_sigpending_charge(p->uc, false, LONG_MAX)) {
+				atomic_long_inc(p->outstanding);
+				p->charges++;
+			} else {
+				p->refused++;
+			}
+		} else if (atomic_long_add_unless(p->outstanding, -1, 0)) {
+			dec_rlimit_put_ucounts(p->uc, UCOUNT_RLIMIT_SIGPENDING);
+		} else {
+			cpu_relax();
+		}
+		break;
+	case BENCH_UC_LIMIT:
+		if (p->held < BENCH_UC_WANT &&
+		    cgk_sigpending_charge(p->uc, false, LONG_MAX)) {
+			p->held++;
+			p->charges++;
+			break;
+		}
+		if (p->held < BENCH_UC_WANT)
+			p->refused++;
+		bench_uc_release_held(p);
+		break;
+	}
+}
+
+static void bench_uc_fini(struct cgk_worker *w)
+{
+	bench_uc_release_held(w->priv);
 }
 
 static const struct cgk_gang_ops bench_uc_ops = {
 	.step = bench_uc_step,
+	.fini = bench_uc_fini,
 };
 
 static void bench_uc_release(void *arg)
@@ -273,12 +485,37 @@ static struct user_namespace *bench_uc_ns(struct kunit *test,
 	return ns;
 }
 
+static void bench_uc_limit(struct bench_uc *b, unsigned long limit)
+{
+	unsigned int i;
+
+	for (i = 0; i < b->nr_children; i++)
+		set_userns_rlimit_max(b->child[i], UCOUNT_RLIMIT_SIGPENDING, limit);
+}
+
+static const char * const bench_uc_record[] = {
+	[BENCH_UC_SAME] = "ucount_charge",
+	[BENCH_UC_CROSS] = "ucount_cross",
+	[BENCH_UC_LIMIT] = "ucount_limit",
+};
+
 /* One point: @threads threads spread over the first @nr_ns namespaces. */
 static void bench_uc_point(struct kunit *test, struct bench_uc *b,
-			   unsigned int nr_ns, unsigned int threads)
+			   enum bench_uc_mode mode, unsigned int nr_ns,
+			   unsigned int threads)
 {
+	unsigned long charges, refused;
+	struct bench_uc_worker *p;
+	atomic_long_t *pairs;
 	unsigned int rep, i;
 
+	p = kunit_kcalloc(test, threads, sizeof(*p), GFP_KERNEL);
+	pairs = kunit_kcalloc(test, threads, sizeof(*pairs), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, p);
+	KUNIT_ASSERT_NOT_NULL(test, pairs);
+	b->mode = mode;
+	if (mode == BENCH_UC_LIMIT)
+		bench_uc_limit(b, BENCH_UC_LIMIT_PER * threads);
 	for (rep = 0; rep < bench_reps; rep++) {
 		struct cgk_gang *gang;
 		u64 ns;
@@ -286,16 +523,34 @@ static void bench_uc_point(struct kunit *test, struct bench_uc *b,
 		gang = cgk_gang_create(test, threads, &bench_uc_ops, b);
 		KUNIT_ASSERT_NOT_NULL(test, gang);
 		for (i = 0; i < threads; i++) {
-			gang->workers[i].priv = alloc_ucounts(b->child[i % nr_ns],
-							      KUIDT_INIT(BENCH_UC_UID));
-			KUNIT_ASSERT_NOT_NULL(test, gang->workers[i].priv);
+			memset(&p[i], 0, sizeof(p[i]));
+			/* a cross pair charges and uncharges in one namespace */
+			p[i].uc = alloc_ucounts(b->child[(mode == BENCH_UC_CROSS ? i / 2 : i) % nr_ns],
+						KUIDT_INIT(BENCH_UC_UID));
+			KUNIT_ASSERT_NOT_NULL(test, p[i].uc);
+			atomic_long_set(&pairs[i / 2], 0);
+			p[i].outstanding = &pairs[i / 2];
+			gang->workers[i].priv = &p[i];
 		}
 		ns = bench_gang_run(gang);
-		for (i = 0; i < threads; i++)
-			put_ucounts(gang->workers[i].priv);
-		kunit_info(test, "metric: ucount_charge namespaces=%u threads=%u rep=%u ns=%llu charges=%lu\n",
-			   nr_ns, threads, rep, ns, cgk_gang_iterations(gang));
+		charges = 0;
+		refused = 0;
+		for (i = 0; i < threads; i++) {
+			charges += p[i].charges;
+			refused += p[i].refused;
+			if (mode == BENCH_UC_CROSS && !(i & 1)) {
+				/* what the uncharger did not get to */
+				while (atomic_long_add_unless(&pairs[i / 2], -1, 0))
+					dec_rlimit_put_ucounts(p[i].uc, UCOUNT_RLIMIT_SIGPENDING);
+			}
+			put_ucounts(p[i].uc);
+		}
+		kunit_info(test, "metric: %s namespaces=%u threads=%u rep=%u ns=%llu charges=%lu refused=%lu busy=%u\n",
+			   bench_uc_record[mode], nr_ns, threads, rep, ns, charges,
+			   refused, cgk_gang_busy_permille(gang));
 	}
+	if (mode == BENCH_UC_LIMIT)
+		bench_uc_limit(b, BENCH_UC_SIGPENDING);
 }
 
 static void bench_ucount_charge(struct kunit *test)
@@ -314,12 +569,17 @@ static void bench_ucount_charge(struct kunit *test)
 	bench_print_machine(test);
 
 	for (k = 1; k != UINT_MAX; k = bench_next_pow2(k, cpus)) {
-		bench_uc_point(test, b, k, k);
+		bench_uc_point(test, b, BENCH_UC_SAME, k, k);
 		if (k != cpus)
-			bench_uc_point(test, b, k, cpus);
+			bench_uc_point(test, b, BENCH_UC_SAME, k, cpus);
 	}
 	KUNIT_EXPECT_EQ_MSG(test, atomic_long_read(&b->refused), 0L,
 			    "charges refused far below the limit");
+	if (cpus >= 2)
+		bench_uc_point(test, b, BENCH_UC_CROSS, 1, cpus & ~1U);
+	bench_uc_point(test, b, BENCH_UC_LIMIT, 1, 1);
+	if (cpus >= 2)
+		bench_uc_point(test, b, BENCH_UC_LIMIT, cpus, cpus);
 }
 
 static struct kunit_case cgroup_bench_cases[] = {
@@ -338,6 +598,10 @@ static struct kunit_suite cgroup_bench_suite = {
 };
 
 /* ---- migration latency: global vs per-threadgroup attach lock ------------- */
+
+/* The churn must be forking this long before the first migration is timed. */
+#define BENCH_MG_WARMUP_MS	50
+#define BENCH_MG_WARMUP_MAX_MS	2000
 
 struct bench_mg {
 	struct cgroup *cgrp[2];
@@ -385,11 +649,24 @@ static u64 bench_pct(const u64 *lat, unsigned int n, unsigned int permille)
 	return lat[(u64)(n - 1) * permille / 1000];
 }
 
+/* Every churn thread has forked at least once. */
+static bool bench_mg_churning(void *arg)
+{
+	struct cgk_herd *churn = arg;
+	unsigned int i;
+
+	for (i = 0; i < churn->nr; i++) {
+		if (!READ_ONCE(churn->victims[i].forks))
+			return false;
+	}
+	return true;
+}
+
 static void bench_mg_point(struct kunit *test, struct bench_mg *b,
 			   const char *mode, unsigned int churn, unsigned int rep)
 {
 	struct task_struct *victim = b->victim->victims[0].task;
-	u64 start, end, limit_ns;
+	u64 start, end, bound_ns = (u64)cgk_duration_ms() * NSEC_PER_MSEC;
 	unsigned long forks = 0;
 	unsigned int i, n;
 	int ret;
@@ -400,15 +677,19 @@ static void bench_mg_point(struct kunit *test, struct bench_mg *b,
 		for (i = 0; i < churn; i++)
 			KUNIT_ASSERT_FALSE(test, IS_ERR(cgk_herd_start(b->churn, i,
 								       "cgk-churn")));
-	}
-	/* A time bound too: a migration under churn may wait long. */
-	limit_ns = 5ULL * cgk_duration_ms() * NSEC_PER_MSEC;
-	if (b->churn)
+		/* Timed only once every churn thread forks, and for a while. */
+		if (!cgk_wait_for(bench_mg_churning, b->churn, BENCH_MG_WARMUP_MAX_MS))
+			kunit_info(test, "churn %u: not every thread forked in %u ms\n",
+				   churn, BENCH_MG_WARMUP_MAX_MS);
+		msleep(BENCH_MG_WARMUP_MS);
 		forks = cgk_herd_forks(b->churn);
+	}
 	start = ktime_get_ns();
 	for (n = 0; n < bench_migrations; n++) {
 		u64 t = ktime_get_ns();
 
+		if (t - start >= bound_ns)
+			break;
 		b->where ^= 1;
 		ret = cgroup_procs_write_for_test(b->cgrp[b->where], victim);
 		b->lat[n] = ktime_get_ns() - t;
@@ -417,10 +698,7 @@ static void bench_mg_point(struct kunit *test, struct bench_mg *b,
 				   churn, ret);
 			break;
 		}
-		if (b->lat[n] + t - start > limit_ns) {
-			n++;
-			break;
-		}
+		cond_resched();
 	}
 	end = ktime_get_ns();
 	if (b->churn)

@@ -6,11 +6,13 @@
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/cpumask.h>
 #include <linux/debug_locks.h>
 #include <linux/delay.h>
 #include <linux/glob.h>
 #include <linux/jhash.h>
 #include <linux/kthread.h>
+#include <linux/math64.h>
 #include <linux/moduleparam.h>
 #include <linux/preempt.h>
 #include <linux/random.h>
@@ -347,19 +349,65 @@ void cgk_atomic_long_max(atomic_long_t *max, long val)
 		;
 }
 
+/*
+ * A measured worker (cgk_gang_measure()) reads the clock every so many
+ * steps, adapting that number so that two reads are CGK_CLOCK_MIN_NS to
+ * CGK_CLOCK_MAX_NS apart while it runs: cheap for steps of nanoseconds,
+ * fine-grained for steps of microseconds, and at most CGK_CLOCK_MAX_EVERY
+ * steps, so that even steps slowed down tenfold by contention leave reads
+ * well under CGK_STALL_NS apart. A gap of CGK_STALL_NS or more between two
+ * reads means the worker did not run for most of it: the host descheduled
+ * its vCPU (a host time slice is a millisecond or more), or the guest ran
+ * something else there. A single step that long counts the same way.
+ */
+#define CGK_CLOCK_MIN_NS	(2 * NSEC_PER_USEC)
+#define CGK_CLOCK_MAX_NS	(20 * NSEC_PER_USEC)
+#define CGK_CLOCK_MAX_EVERY	256
+#define CGK_STALL_NS		NSEC_PER_MSEC
+
+struct cgk_clock {
+	u64 last;
+	unsigned int every;	/* steps between two reads */
+	unsigned int steps;	/* since the last read */
+};
+
+static void cgk_worker_clock(struct cgk_worker *w, struct cgk_clock *clk)
+{
+	u64 now = ktime_get_ns(), gap = now - clk->last;
+
+	if (gap >= CGK_STALL_NS)
+		w->stalled_ns += gap;
+	if (gap < CGK_CLOCK_MIN_NS && clk->every < CGK_CLOCK_MAX_EVERY)
+		clk->every *= 2;
+	else if (gap > CGK_CLOCK_MAX_NS && clk->every > 1)
+		clk->every /= 2;
+	clk->last = now;
+	clk->steps = 0;
+}
+
 static int cgk_worker_fn(void *arg)
 {
 	struct cgk_worker *w = arg;
 	struct cgk_gang *gang = w->gang;
+	struct cgk_clock clk = { .every = 1 };
+	bool measured;
 
 	atomic_inc(&gang->ready);
 	wait_for_completion(&gang->go);
+	/* set before the start barrier opened (cgk_gang_measure()) */
+	measured = READ_ONCE(gang->measured);
+	w->start_ns = clk.last = ktime_get_ns();
 	while (!cgk_should_stop(w)) {
 		gang->ops->step(w);
 		/* Read by the test thread's heartbeat while the worker runs. */
 		WRITE_ONCE(w->iterations, w->iterations + 1);
+		if (measured && ++clk.steps >= clk.every)
+			cgk_worker_clock(w, &clk);
 		cond_resched();
 	}
+	if (measured)
+		cgk_worker_clock(w, &clk);
+	w->end_ns = clk.last;
 	if (gang->ops->fini)
 		gang->ops->fini(w);
 	if (atomic_dec_and_test(&gang->running))
@@ -550,6 +598,62 @@ unsigned long cgk_gang_iterations(struct cgk_gang *gang)
 	for (i = 0; i < gang->nr; i++)
 		sum += READ_ONCE(gang->workers[i].iterations);
 	return sum;
+}
+
+/**
+ * cgk_gang_measure - let a benchmark see whether a gang really ran in parallel
+ * @gang: a gang from cgk_gang_create(), not started yet
+ *
+ * Each worker records when it ran and the gaps in which it made no step.
+ * With no more workers than online CPUs, worker i is also bound to the
+ * i-th online CPU, so that the guest's scheduler does not put two of them
+ * on one CPU; see cgk_gang_busy_permille().
+ */
+void cgk_gang_measure(struct cgk_gang *gang)
+{
+	unsigned int i = 0;
+	int cpu;
+
+	gang->measured = true;
+	if (gang->nr > num_online_cpus())
+		return;
+	for_each_online_cpu(cpu) {
+		if (i == gang->nr)
+			break;
+		set_cpus_allowed_ptr(gang->workers[i++].task, cpumask_of(cpu));
+	}
+}
+
+/**
+ * cgk_gang_busy_permille - how much of a measured gang's run each worker ran
+ * @gang: a gang that has run, with cgk_gang_measure()
+ *
+ * Return: for the worker that ran least, the part of the gang's time (from
+ * the first worker's start to the last worker's last step) in which it
+ * made steps, in permille. Well below 1000 means the workers did not all
+ * run at the same time for that long: a benchmark drops such a repetition
+ * rather than averaging it with the others.
+ */
+unsigned int cgk_gang_busy_permille(struct cgk_gang *gang)
+{
+	u64 start = U64_MAX, end = 0, span, busy, min_busy = U64_MAX;
+	unsigned int i;
+
+	for (i = 0; i < gang->nr; i++) {
+		start = min(start, gang->workers[i].start_ns);
+		end = max(end, gang->workers[i].end_ns);
+	}
+	if (end <= start)
+		return 0;
+	span = end - start;
+	for (i = 0; i < gang->nr; i++) {
+		struct cgk_worker *w = &gang->workers[i];
+
+		busy = w->end_ns - w->start_ns;
+		busy -= min(busy, w->stalled_ns);
+		min_busy = min(min_busy, busy);
+	}
+	return div64_u64(min(min_busy, span) * 1000, span);
 }
 
 /**

@@ -54,6 +54,11 @@ struct cgk_gang;
  * @rnd: this worker's PRNG stream
  * @iterations: completed calls of the step function
  * @priv: per-worker data owned by the suite
+ * @start_ns: when the worker left the start barrier
+ * @end_ns: when it made its last step
+ * @stalled_ns: time between two of its clock checks (cgk_gang_measure())
+ *		that was long enough to mean it did not run: it was preempted,
+ *		or its vCPU was
  * @failed: set once, by cgk_fail()
  * @failure: the first failure, as text
  */
@@ -64,6 +69,9 @@ struct cgk_worker {
 	struct rnd_state rnd;
 	unsigned long iterations;
 	void *priv;
+	u64 start_ns;
+	u64 end_ns;
+	u64 stalled_ns;
 	bool failed;
 	char failure[CGK_FAILURE_LEN];
 };
@@ -88,6 +96,8 @@ struct cgk_gang_ops {
  * @seed: the gang's seed (suite seed mixed with the case name)
  * @duration_ms: time bound of each worker
  * @max_iterations: iteration bound of each worker, 0 for none
+ * @measured: each worker reads the clock now and then and counts the gaps
+ *	      that mean it did not run (cgk_gang_measure())
  * @deadline: jiffies at which workers stop
  * @stop: set to stop every worker early
  * @ready: workers waiting at the start barrier
@@ -104,6 +114,7 @@ struct cgk_gang {
 	u64 seed;
 	unsigned int duration_ms;
 	unsigned long max_iterations;
+	bool measured;
 	unsigned long deadline;
 	bool stop;
 	atomic_t ready;
@@ -142,6 +153,8 @@ struct cgk_gang *cgk_gang_create(struct kunit *test, unsigned int nr,
 void cgk_gang_run(struct cgk_gang *gang);
 bool cgk_gang_report(struct cgk_gang *gang);
 unsigned long cgk_gang_iterations(struct cgk_gang *gang);
+void cgk_gang_measure(struct cgk_gang *gang);
+unsigned int cgk_gang_busy_permille(struct cgk_gang *gang);
 
 __printf(2, 3) void cgk_fail(struct cgk_worker *w, const char *fmt, ...);
 
