@@ -4,7 +4,9 @@ Runs inside the driver when its interpreter has matplotlib, or as a script
 under the system's python3 when only that one has it:
     python3 plot.py DEST < plots.json
 where plots.json maps a file name to {title, xlabel, ylabel, logy, curves:
-{label: [[x, y], ...]}}. Stdlib and matplotlib only: no package imports.
+{label: [[x, y], ...]}}, or, with kind "ratios", to {title, xlabel, rows: [{label, ratio,
+interval: [lo, hi], band: [lo, hi], verdict}]}: one row per comparison, the ratio with its
+interval over the grey A/A band. Stdlib and matplotlib only: no package imports.
 """
 from __future__ import annotations
 
@@ -30,6 +32,9 @@ def draw(specs: Mapping[str, Mapping[str, Any]], dest: Path) -> list[Path]:
 
     written: list[Path] = []
     for name, spec in specs.items():
+        if spec.get("kind") == "ratios":
+            written.append(_ratios(plt, spec, dest / name))
+            continue
         fig, ax = plt.subplots(figsize=(8, 5))
         for label, pts in spec["curves"].items():
             ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", label=label)
@@ -45,6 +50,49 @@ def draw(specs: Mapping[str, Mapping[str, Any]], dest: Path) -> list[Path]:
         plt.close(fig)
         written.append(dest / name)
     return written
+
+
+COLOURS = {"faster": "tab:green", "slower": "tab:red"}
+
+
+def _values(row: Mapping[str, Any]) -> list[float]:
+    """Every x a ratios row draws."""
+    out = [row["ratio"]]
+    for key in ("interval", "band"):
+        out += list(row.get(key) or [])
+    return [float(v) for v in out if v]
+
+
+def _ratios(plt: Any, spec: Mapping[str, Any], path: Path) -> Path:
+    """A forest plot: per row the grey A/A band, the ratio and its interval."""
+    rows = spec["rows"]
+    fig, ax = plt.subplots(figsize=(9, 0.35 * len(rows) + 1.5))
+    for i, row in enumerate(rows):
+        y = len(rows) - i
+        if row.get("band"):
+            lo, hi = row["band"]
+            ax.plot([lo, hi], [y, y], color="0.8", linewidth=8, solid_capstyle="butt")
+        colour = COLOURS.get(row.get("verdict", ""), "tab:blue")
+        if row.get("interval"):
+            lo, hi = row["interval"]
+            ax.plot([lo, hi], [y, y], color=colour, linewidth=1.5)
+        ax.plot([row["ratio"]], [y], "o", color=colour)
+    ax.axvline(1.0, color="0.5", linewidth=0.8)
+    ax.set_xscale("log")
+    ticks = [t for t in (0.25, 0.33, 0.5, 0.67, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 8.0)
+             if any(t / 1.3 <= v <= t * 1.3 for r in rows for v in _values(r))] or [1.0]
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([f"{t:g}x" for t in ticks])
+    ax.minorticks_off()
+    ax.set_yticks(range(len(rows), 0, -1))
+    ax.set_yticklabels([f"{r['label']}: {r.get('verdict', '')}" for r in rows], fontsize=7)
+    ax.set_title(spec["title"], fontsize=9)
+    ax.set_xlabel(spec["xlabel"])
+    ax.grid(True, axis="x", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
 
 
 def main(argv: list[str]) -> int:

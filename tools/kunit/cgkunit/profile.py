@@ -8,17 +8,18 @@ import signal
 import subprocess
 import tempfile
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping
 
 from .common import DriverError, read_json, read_text_file, say, write_json
+from .machine import host_cores
 
 PROFILES_DIR = Path("tools") / "kunit" / "profiles"
 ARCHES = ("um", "x86_64")
 ACCEL_MODES = ("auto", "kvm", "tcg")
 QEMU = "qemu-system-x86_64"
-KNOWN_KEYS = ("arch", "kernel_args", "qemu_smp", "boot_timeout", "timeout", "description",
+KNOWN_KEYS = ("arch", "kernel_args", "qemu_smp", "ncpus", "boot_timeout", "timeout", "description",
               "crash_grace", "storm_repeats", "storm_window", "post_report_silence", "isolate")
 SMP_HOST = "host"
 MIN_HOST_SMP = 4
@@ -50,6 +51,7 @@ class Profile:
     fragment: Path
     kernel_args: list[str] = field(default_factory=list)
     qemu_smp: int | None = None
+    ncpus: int | None = None      # UML SMP: ncpus=N on the command line (with seccomp=on)
     boot_timeout: int = 120
     timeout: int = 900
     description: str = ""
@@ -114,15 +116,34 @@ def host_smp(cores: int | None = None) -> int:
     return max(MIN_HOST_SMP, cores if cores is not None else os.cpu_count() or 1)
 
 
-def _qemu_smp(path: Path, n: int, value: str) -> int:
-    """A positive vCPU count, or `host` resolved on this machine."""
+def _qemu_smp(path: Path, n: int, value: str, key: str = "qemu_smp",
+              host: int | None = None) -> int:
+    """A positive vCPU count, or `host` resolved on this machine (host_smp() unless host)."""
     if value == SMP_HOST:
-        return host_smp()
+        return host if host is not None else host_smp()
     try:
-        return _positive_int(path, n, "qemu_smp", value)
+        return _positive_int(path, n, key, value)
     except DriverError:
-        raise DriverError(f"{path}:{n}: qemu_smp must be a positive integer or {SMP_HOST!r}, "
+        raise DriverError(f"{path}:{n}: {key} must be a positive integer or {SMP_HOST!r}, "
                           f"got {value!r}") from None
+
+
+def with_cpus(profile: Profile, n: int) -> Profile:
+    """The profile with n vCPUs: QEMU's -smp, or UML's ncpus= (replacing the profile's)."""
+    if profile.arch == "x86_64":
+        return replace(profile, qemu_smp=n)
+    args = [a for a in profile.kernel_args if not a.startswith("ncpus=")]
+    return replace(profile, ncpus=n, kernel_args=[*args, f"ncpus={n}"])
+
+
+def vcpus(profile: Profile) -> int:
+    """vCPUs a boot of the profile gets (UML without ncpus=: 1)."""
+    if profile.arch == "x86_64":
+        return profile.qemu_smp or 1
+    for a in reversed(profile.kernel_args):
+        if a.startswith("ncpus=") and a[6:].isdigit():
+            return int(a[6:])
+    return 1
 
 
 def parse_profile(name: str, path: Path) -> Profile:
@@ -146,6 +167,10 @@ def parse_profile(name: str, path: Path) -> Profile:
             for k in ("boot_timeout", "timeout") if k in meta}
     if "qemu_smp" in meta:
         ints["qemu_smp"] = _qemu_smp(path, *meta["qemu_smp"])
+    if "ncpus" in meta:
+        if arch != "um":
+            raise DriverError(f"{path}:{meta['ncpus'][0]}: ncpus is for arch um (x86_64: qemu_smp)")
+        ints["ncpus"] = _qemu_smp(path, *meta["ncpus"], key="ncpus", host=host_cores())
     try:
         kernel_args = shlex.split(meta.get("kernel_args", (0, ""))[1])
     except ValueError as e:
@@ -156,7 +181,7 @@ def parse_profile(name: str, path: Path) -> Profile:
     isolate = ""
     if "isolate" in meta:
         isolate = isolate_mode(meta["isolate"][1], f"{path}:{meta['isolate'][0]}: isolate")
-    return Profile(name=name, arch=arch, fragment=path.resolve(), kernel_args=kernel_args,
+    prof = Profile(name=name, arch=arch, fragment=path.resolve(), kernel_args=kernel_args,
                    qemu_smp=ints.get("qemu_smp") if arch == "x86_64" else None,
                    boot_timeout=ints.get("boot_timeout", 120), timeout=ints.get("timeout", 900),
                    description=meta.get("description", (0, ""))[1],
@@ -164,6 +189,7 @@ def parse_profile(name: str, path: Path) -> Profile:
                    storm_window=secs.get("storm_window", STORM_WINDOW_S),
                    post_report_silence=secs.get("post_report_silence", POST_REPORT_SILENCE_S),
                    isolate=isolate)
+    return with_cpus(prof, ints["ncpus"]) if "ncpus" in ints else prof
 
 
 def load_profile(repo: Path, name: str) -> Profile:
