@@ -534,8 +534,8 @@ def dispatch(args: argparse.Namespace, parser: Parser | None = None) -> int:
     repo = find_repo_root()
     build = build_root(repo, args.build_dir)
     preflight(args, repo, build)
-    if args.command not in LOCKED:
-        return run_command(args, repo, build)
+    if args.command not in LOCKED or (args.command == "check" and args.list):
+        return run_command(args, repo, build)  # writes nothing under the build root
     words = ["cgkunit", *getattr(args, "argv", [args.command])]
     with BuildLock(build).acquire([shlex.quote(w) for w in words],
                                   wait=args.wait_lock or env_flag(WAIT_ENV)):

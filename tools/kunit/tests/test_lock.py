@@ -130,4 +130,12 @@ def test_commands_that_write_take_the_lock(tmp_path: Path, monkeypatch: pytest.M
         assert cli.main(["--build-dir", str(tmp_path / "b"), *argv]) == 0
     assert len(seen) == 6
     assert lock.HOLDER_ENV not in os.environ
+    # what only reads runs beside a holder
+    held = lock.BuildLock(tmp_path / "b").acquire(["cgkunit", "bench"], env={})
+    try:
+        for argv in (["check", "--list"], ["profiles"]):
+            monkeypatch.setattr(cli, "run_command", lambda *a: 0)
+            assert cli.main(["--build-dir", str(tmp_path / "b"), *argv]) == 0
+    finally:
+        held.release()
     assert set(cli.PREPARES) | {"fetch", "report"} <= set(cli.LOCKED)
