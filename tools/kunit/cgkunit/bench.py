@@ -60,6 +60,9 @@ BUSY_MIN = 900          # permille: a rep whose least busy worker ran less did n
 ALPHA = 0.01            # Mann-Whitney, series/base ratios against the A/A ratios
 MIN_PAIRS = 6           # fewer paired reps (after drops) on either side: no verdict
 PROJECT_AT = (16, 64, 144, 384)
+# What was measured on many CPUs, printed beside the projection for scale.
+ANCHOR = ("the rwlock RFC for rstat (2026-05-19) measured 1.8x on 144 CPUs "
+          "(241 s -> 134 s, its reporter's benchmark)")
 # A cache-line transfer between two cores of one socket: a typical published figure for
 # current x86 servers (60-100 ns), not measured here (this host has no PMU to measure it).
 C2C_NS = 80.0
@@ -943,7 +946,8 @@ def lock_lines(agg: Aggregate) -> list[str]:
            "(one counting rep per boot, tracepoints cgroup_rstat_locked/unlock)", *columns(rows)]
     if agg.projections:
         out.append("projected, not measured: Amdahl bound on reads/s with N readers, from one "
-                   "reader's rate and the part of its read spent holding the lock")
+                   "reader's rate and the part of its read spent holding the lock; for scale, "
+                   f"{ANCHOR}")
         rows = [["variant", "updaters", "1 reader", "serial", *(f"N={n}" for n in PROJECT_AT)]]
         for p in agg.projections:
             rows.append([p.variant, str(p.updaters), fmt_rate(p.single), f"{p.sigma:.3f}",

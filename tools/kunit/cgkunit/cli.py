@@ -235,12 +235,15 @@ def make_parser() -> Parser:
             help=f"comma-separated subset of {','.join(bench.BENCH_KEYS)} (default $ONLY, else all)")
     env_opt(p, "--seed", "SEED", type=_number("$SEED"), metavar="N",
             help="suite seed for both boots (default $SEED, else random)")
+    env_opt(p, "--profile", "PROFILE", metavar="NAME",
+            help="bench profile (default $PROFILE, else bench.json's: um-bench, UML SMP on "
+                 "the host's own cores; x86_64-bench where KVM works)")
     env_opt(p, "--vcpus", "VCPUS", type=_number("$VCPUS"), metavar="N",
-            help="QEMU vCPUs instead of the profile's (default $VCPUS, else host cores, at "
-                 "least 4)")
+            help="vCPUs instead of the profile's (default $VCPUS, else the host's cores; more "
+                 "than that is oversubscribed, and said beside every number)")
     env_opt(p, "--rounds", "ROUNDS", bench.BenchOptions.rounds, type=_number("$ROUNDS"),
-            metavar="N", help=f"boot base and series alternately N times, reps of each boot "
-                              f"pooled ({bench.ROUNDS[0]}..{bench.ROUNDS[1]}, default $ROUNDS, "
+            metavar="N", help=f"rounds of base, series and control (the base again) boots, "
+                              f"alternating, reps pooled ({bench.ROUNDS[0]}..{bench.ROUNDS[1]}, default $ROUNDS, "
                               f"else %(default)s)")
     p.add_argument("--no-build", action="store_true", help="boot the kernels built last time")
     _jobs_opt(p)
@@ -347,7 +350,7 @@ def _bench_options(args: argparse.Namespace) -> bench.BenchOptions:
                               no_build=args.no_build, jobs=args.jobs, report_only=args.report,
                               echo=args.verbose, kernel_src=args.kernel_src,
                               kernel_ref=args.kernel_ref, vcpus=args.vcpus,
-                              rounds=args.rounds)
+                              rounds=args.rounds, profile=args.profile)
 
 
 def _bisect_options(args: argparse.Namespace) -> bisection.BisectOptions:

@@ -552,13 +552,14 @@ def squash(line: str) -> str:
 def test_aggregate_reproduces_the_recorded_table(real: bb.Aggregate) -> None:
     """bench.txt as the run printed it, save what changed since: the point where every base
     and control rep would be dropped is now kept unfiltered (all*) instead of shown empty,
-    and the column headers say what all* means."""
+    the column headers say what all* means, and the projection names its anchor."""
     text = bb.format_table(real)
     now = {squash(line) for line in text.splitlines()}
     recorded = (UM / "bench.txt").read_text().splitlines()
     changed = [line for line in recorded if "readers=1 updaters=1 cgroups=1" in line
-               and "no data" in line or "(median over kept reps" in line]
-    assert len(changed) == 2 + 8
+               and "no data" in line or "(median over kept reps" in line
+               or line.startswith("projected, not measured: Amdahl")]
+    assert len(changed) == 2 + 8 + 1
     missing = [line for line in recorded if line not in changed and squash(line) not in now]
     assert missing == []
     c = comparison(real, "rstat_read", "reads_per_s", readers=1, updaters=0, cgroups=1)
@@ -582,7 +583,7 @@ def test_aggregate_reproduces_the_recorded_table(real: bb.Aggregate) -> None:
 
 def test_the_1cpu_run_tabled_again() -> None:
     """The 1-vCPU run's bench.json (series, lock counts) judged, projected and printed again:
-    its bench.txt, save the header that now says what all* means. One vCPU: 2 workers are
+    its bench.txt, save the header that now says what all* means and the projection's anchor. One vCPU: 2 workers are
     more than vCPUs, so nothing is dropped, and there is nothing to scale to."""
     data = json.loads((UM / "1cpu.bench.json").read_text())
     m = bb.machine_from_json(data["machine"])
@@ -605,7 +606,8 @@ def test_the_1cpu_run_tabled_again() -> None:
     assert agg.scalings == [] and data["scaling"] == []
     recorded = (UM / "1cpu.bench.txt").read_text()
     assert bb.format_table(agg) == recorded.replace(
-        "dropped base/series/control)", "dropped base/series/control, all*: none would be left, all kept)")
+        "dropped base/series/control)", "dropped base/series/control, all*: none would be left, all kept)"
+    ).replace("spent holding the lock\n", f"spent holding the lock; for scale, {bb.ANCHOR}\n")
     again = json.loads(json.dumps(bb.to_json(agg)))
     assert again["comparisons"] == data["comparisons"]
     assert again["projections"]["rstat_amdahl"] == data["projections"]["rstat_amdahl"]
