@@ -28,6 +28,9 @@
  *    user and system times as in the flushed totals;
  *  - flushing one subsystem leaves another's updates pending: each
  *    subsystem has its own rstat tree (rstat_subsys_isolation);
+ *  - a removed cgroup's update that was left unqueued (an update that found
+ *    the cgroup still on its cpu's list while a flusher took it off) still
+ *    reaches the parent once the cgroup is freed (rstat_removed_unqueued);
  *  - css_sets and cgroups are back to their baseline after the case.
  * The oracle (harness.c) fails a case on any lockdep, KCSAN, KASAN,
  * refcount_t or WARNING report, e.g. css_rstat_exit()'s check that a freed
@@ -799,6 +802,113 @@ static void rstat_everything(struct kunit *test)
 	rs_run(test, RS_BASE | RS_MEMCG | RS_IRQ | RS_CHURN);
 }
 
+/* ---- a removed cgroup's unqueued update -------------------------------- */
+
+#define RS_UNQUEUED_NS		1000003	/* odd: not a sum of other charges */
+
+struct rs_unqueued {
+	struct cgroup *top;
+	struct cgroup *leaf;
+	struct cgk_baseline base;
+};
+
+static void rs_unqueued_teardown(void *arg)
+{
+	struct rs_unqueued *u = arg;
+
+	if (u->leaf) {
+		cgroup_destroy_for_test(u->leaf);
+		cgroup_put(u->leaf);
+	}
+	if (u->top) {
+		cgroup_destroy_for_test(u->top);
+		cgroup_put(u->top);
+	}
+}
+
+static bool rs_unqueued_freed(void *arg)
+{
+	struct rs_unqueued *u = arg;
+
+	return atomic_read(&cgrp_dfl_root.nr_cgrps) == u->base.nr_cgrps + 1;
+}
+
+static u64 rs_usage(struct cgroup *cgrp)
+{
+	struct cgroup_base_stat shown, raw;
+
+	cgroup_base_stat_read(cgrp, &shown, &raw);
+	return raw.cputime.sum_exec_runtime;
+}
+
+/*
+ * An update that finds its cgroup already queued on its cpu returns without
+ * queueing it; if a flusher took the cgroup off that cpu's list at the same
+ * time and read the stats from before the update, the update waits,
+ * unqueued, for the next update of the cgroup on that cpu. This case leaves
+ * a leaf in exactly that state (its per-cpu stats grown, nothing queued),
+ * removes it, and waits for it to be freed: its parent must then show the
+ * delta, as it would have after the next update. Without a flush of every
+ * cpu when the leaf is freed, the delta is freed with the per-cpu stats.
+ */
+static void rstat_removed_unqueued(struct kunit *test)
+{
+	struct cgroup_rstat_base_cpu *rstatbc;
+	struct rs_unqueued *u;
+	unsigned long flags;
+	u64 before, after;
+	int cpu;
+
+	u = kunit_kzalloc(test, sizeof(*u), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, u);
+	cgk_baseline_take(&u->base);
+	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, rs_unqueued_teardown, u));
+	u->top = cgroup_create_for_test(&cgrp_dfl_root.cgrp, "cgk-rstat-unqueued");
+	if (IS_ERR(u->top)) {
+		long err = PTR_ERR(u->top);
+
+		u->top = NULL;
+		KUNIT_FAIL_AND_ABORT(test, "creating the top cgroup: %ld", err);
+	}
+	u->leaf = cgroup_create_for_test(u->top, "leaf");
+	if (IS_ERR(u->leaf)) {
+		long err = PTR_ERR(u->leaf);
+
+		u->leaf = NULL;
+		KUNIT_FAIL_AND_ABORT(test, "creating the leaf: %ld", err);
+	}
+
+	/* A charge the usual way, flushed by the read: nothing queued after. */
+	cpu = get_cpu();
+	__cgroup_account_cputime(u->leaf, 1000);
+	put_cpu();
+	before = rs_usage(u->top);
+	KUNIT_EXPECT_EQ(test, before, 1000ULL);
+
+	/* What the race leaves: the stats grown, the leaf not queued. */
+	rstatbc = per_cpu_ptr(u->leaf->rstat_base_cpu, cpu);
+	flags = u64_stats_update_begin_irqsave(&rstatbc->bsync);
+	rstatbc->bstat.cputime.sum_exec_runtime += RS_UNQUEUED_NS;
+	u64_stats_update_end_irqrestore(&rstatbc->bsync, flags);
+	KUNIT_EXPECT_FALSE_MSG(test, css_rstat_pending_for_test(&u->leaf->self),
+			       "the leaf is queued: the case does not test what it says");
+
+	KUNIT_ASSERT_EQ(test, 0, cgroup_destroy_for_test(u->leaf));
+	cgroup_put(u->leaf);
+	u->leaf = NULL;
+	if (!cgk_wait_for(rs_unqueued_freed, u, RS_SETTLE_TIMEOUT_MS))
+		KUNIT_FAIL_AND_ABORT(test, "the removed leaf was not freed in %d ms",
+				     RS_SETTLE_TIMEOUT_MS);
+
+	after = rs_usage(u->top);
+	KUNIT_EXPECT_EQ_MSG(test, after, before + RS_UNQUEUED_NS,
+			    "the parent of a removed leaf lost its last, unqueued update: usage %llu, want %llu",
+			    after, before + RS_UNQUEUED_NS);
+
+	kunit_release_action(test, rs_unqueued_teardown, u);
+	cgk_expect_baseline(test, &u->base, RS_SETTLE_TIMEOUT_MS);
+}
+
 #define RS_CASE(fn) \
 	KUNIT_CASE_PARAM_ATTR(fn, cgk_threads_gen, { .speed = KUNIT_SPEED_SLOW })
 
@@ -810,6 +920,7 @@ static struct kunit_case cgroup_rstat_cases[] = {
 	RS_CASE(rstat_teardown_pending),
 	RS_CASE(rstat_cpu_hotplug),
 	RS_CASE(rstat_everything),
+	KUNIT_CASE(rstat_removed_unqueued),
 	{}
 };
 

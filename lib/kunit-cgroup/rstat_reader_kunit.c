@@ -25,7 +25,16 @@
  *    ledger had (a reader never returns data older than what was charged
  *    before it started), and never go backwards; flushers flush random
  *    cgroups meanwhile, so readers often arrive while a flush runs.
- *  - reader_fresh_removal: the same, while worker 0 keeps creating leaves,
+ *  - reader_fresh_sparse: the same, with updaters that charge now and then
+ *    (sleeping between two charges) and no flushers but the readers, so
+ *    that most of a read's cpus have nothing pending: a reader that skips
+ *    such a cpu without the lock must not skip one whose flush, by another
+ *    reader, has taken updates off its list and not yet written them.
+ *  - reader_fresh_cpus: the same as reader_fresh, with the workers moved
+ *    between CPUs all the time and, where the kernel has CPU hotplug, CPUs
+ *    going offline with updates pending there and coming back: a read
+ *    still sees everything charged before it began, on whichever cpu.
+ *  - reader_fresh_removal: the same as reader_fresh, while worker 0 keeps creating leaves,
  *    letting updaters charge them and readers read them, and removing them
  *    while readers still hold them; once everything is freed, the top's
  *    totals equal what was charged below it, exactly.
@@ -37,6 +46,15 @@
  *    system_usec must make usage_usec (exact in ns, so within 1 us once
  *    each is cut to us), and no field may go backwards between two reads of
  *    a reader.
+ *  - reader_one_snapshot: updaters, each bound to a CPU of its own, charge
+ *    total and nice time to the leaves while readers read cpu.stat of the
+ *    top through cgroup_base_stat_read(), all at once: readers of one
+ *    cgroup race for its prev_cputime. Every field a read shows must come
+ *    from one snapshot: the usage shown is the snapshot's, user + system
+ *    makes it, and the nice time is the same snapshot's. A reader that
+ *    lost the race for prev_cputime to a reader with a newer snapshot
+ *    must take a newer snapshot itself, not show the other's user and
+ *    system time beside its own nice time.
  * After each case, cgroups and css_sets are back to their baseline. The
  * oracle (harness.c) fails a case on any lockdep, KCSAN, KASAN or WARNING
  * report.
@@ -59,7 +77,8 @@
 #define RR_MAX_DELTA		1000	/* ns per charge */
 #define RR_SETTLE_TIMEOUT_MS	10000
 
-enum rr_kind { RR_TORN, RR_FRESH, RR_FRESH_REMOVAL, RR_FILE };
+enum rr_kind { RR_TORN, RR_FRESH, RR_FRESH_SPARSE, RR_FRESH_CPUS, RR_FRESH_REMOVAL,
+	       RR_FILE, RR_ONE_SNAPSHOT };
 
 /* A cgroup the case reads, with what was charged to it and below it. */
 struct rr_node {
@@ -110,6 +129,10 @@ static enum rr_role rr_role(struct rr_case *c, unsigned int index)
 		       index & 1 ? RR_FLUSHER : RR_UPDATER;
 	if (c->kind == RR_FRESH_REMOVAL && index == 0)
 		return RR_CHURNER;
+	if (c->kind == RR_ONE_SNAPSHOT)
+		return index < c->nr_writers ? RR_UPDATER : RR_READER;
+	if (c->kind == RR_FRESH_SPARSE)
+		return index % 4 ? RR_READER : RR_UPDATER;
 	switch (index % 4) {
 	case 0:
 		return RR_UPDATER;
@@ -213,6 +236,26 @@ static void rr_fresh_update(struct cgk_worker *w, struct rr_case *c)
 	atomic64_add_return(d, &c->top.charged);
 }
 
+/*
+ * Now and then, a charge to every leaf on this cpu at once: a cpu with
+ * nothing pending most of the time, and, when it has, a whole tree for
+ * the next reader to flush while other readers look at the cpu.
+ */
+static void rr_sparse_update(struct cgk_worker *w, struct rr_case *c)
+{
+	unsigned int i;
+
+	for (i = 0; i < RR_NR_LEAVES; i++) {
+		struct rr_node *n = &c->leaf[i];
+		u64 d = 1 + cgk_rand(w, RR_MAX_DELTA);
+
+		__cgroup_account_cputime(n->cgrp, d);
+		atomic64_add_return(d, &n->charged);
+		atomic64_add_return(d, &c->top.charged);
+	}
+	usleep_range(5, 20);
+}
+
 static void rr_fresh_flush(struct cgk_worker *w, struct rr_case *c)
 {
 	unsigned int i = cgk_rand(w, 1 + RR_NR_LEAVES);
@@ -267,6 +310,38 @@ static void rr_fresh_read(struct cgk_worker *w, struct rr_case *c)
 		rr_fresh_check(w, what, &seen->usage[i], before, n->cgrp);
 	}
 	atomic_long_inc(&c->reads);
+}
+
+/* ---- one snapshot per read ---------------------------------------------- */
+
+/* Total time, then nice time (which cpu.stat also counts as user time). */
+static void rr_one_update(struct cgk_worker *w, struct rr_case *c)
+{
+	struct cgroup *leaf = c->leaf[w->index % RR_NR_LEAVES].cgrp;
+	u64 d = 1 + cgk_rand(w, RR_MAX_DELTA);
+
+	__cgroup_account_cputime(leaf, d);
+	__cgroup_account_cputime_field(leaf, CPUTIME_NICE, d);
+	atomic64_add_return(d, &c->top.charged);
+}
+
+static void rr_one_read(struct cgk_worker *w, struct rr_case *c)
+{
+	struct cgroup_base_stat shown, raw;
+	u64 usage, user, system;
+
+	cgroup_base_stat_read(c->top.cgrp, &shown, &raw);
+	usage = shown.cputime.sum_exec_runtime;
+	user = shown.cputime.utime;
+	system = shown.cputime.stime;
+	if (usage != raw.cputime.sum_exec_runtime || shown.ntime != raw.ntime)
+		cgk_fail(w, "top: cpu.stat shows usage %llu and nice %llu of a snapshot with usage %llu and nice %llu: fields of two snapshots",
+			 usage, shown.ntime, raw.cputime.sum_exec_runtime, raw.ntime);
+	else if (user + system != usage)
+		cgk_fail(w, "top: cpu.stat shows user %llu + system %llu for usage %llu",
+			 user, system, usage);
+	else
+		atomic_long_inc(&c->reads);
 }
 
 #ifdef CGK_TEST_MOUNTS
@@ -397,8 +472,21 @@ static void rr_step(struct cgk_worker *w)
 			rr_torn_read(w, c);
 		return;
 	}
+	if (c->kind == RR_ONE_SNAPSHOT) {
+		if (!w->iterations && role == RR_UPDATER)
+			set_cpus_allowed_ptr(current, cpumask_of(c->cpu[w->index]));
+		if (role == RR_UPDATER)
+			rr_one_update(w, c);
+		else
+			rr_one_read(w, c);
+		return;
+	}
 	switch (role) {
 	case RR_UPDATER:
+		if (c->kind == RR_FRESH_SPARSE) {
+			rr_sparse_update(w, c);
+			break;
+		}
 		rr_fresh_update(w, c);
 		break;
 	case RR_FLUSHER:
@@ -514,10 +602,11 @@ static void rr_check_total(struct rr_case *c)
 static void rr_run(struct kunit *test, enum rr_kind kind)
 {
 	unsigned int i, nr = cgk_param_threads(test);
+	struct cgk_cpus *cpus = NULL;
 	struct cgk_gang *gang;
 	struct rr_case *c;
 
-	if (kind == RR_TORN && num_online_cpus() < 2)
+	if ((kind == RR_TORN || kind == RR_ONE_SNAPSHOT) && num_online_cpus() < 2)
 		kunit_skip(test, "one CPU: readers cannot race the flushes");
 	c = rr_setup(test, kind);
 	if (kind == RR_TORN) {
@@ -525,6 +614,18 @@ static void rr_run(struct kunit *test, enum rr_kind kind)
 
 		/* Half the CPUs write, and a reader for each writer pair. */
 		c->nr_writers = clamp(min(num_online_cpus() / 2, nr / 4), 1U,
+				      (unsigned int)RR_NR_LEAVES);
+		i = 0;
+		for_each_online_cpu(cpu) {
+			if (i == c->nr_writers)
+				break;
+			c->cpu[i++] = cpu;
+		}
+	} else if (kind == RR_ONE_SNAPSHOT) {
+		unsigned int cpu;
+
+		/* One updater on each of up to half the CPUs, readers anywhere. */
+		c->nr_writers = clamp(min(num_online_cpus() / 2, nr / 2), 1U,
 				      (unsigned int)RR_NR_LEAVES);
 		i = 0;
 		for_each_online_cpu(cpu) {
@@ -543,14 +644,22 @@ static void rr_run(struct kunit *test, enum rr_kind kind)
 		KUNIT_ASSERT_NOT_NULL(test, gang->workers[i].priv);
 	}
 
+	if (kind == RR_FRESH_CPUS) {
+		cpus = cgk_cpus_disturb(gang, CGK_CPU_SHUFFLE | CGK_CPU_HOTPLUG);
+		KUNIT_ASSERT_NOT_NULL(test, cpus);
+	}
 	cgk_gang_run(gang);
+	if (cpus) {
+		cgk_cpus_stop(cpus);
+		cgk_cpus_finish(cpus);
+	}
 	cgk_gang_report(gang);
 	kunit_info(test, "%ld reads, %ld flushes, %ld leaves removed\n",
 		   atomic_long_read(&c->reads), atomic_long_read(&c->flushes),
 		   atomic_long_read(&c->removed));
 	CGK_EXPECT_EXERCISED(test, atomic_long_read(&c->reads), "no reader ever read");
 
-	if (kind != RR_TORN) {
+	if (kind != RR_TORN && kind != RR_ONE_SNAPSHOT) {
 		if (!cgk_wait_for(rr_leaves_freed, c, RR_SETTLE_TIMEOUT_MS))
 			KUNIT_FAIL(test, "removed leaves not freed %d ms after the workers stopped",
 				   RR_SETTLE_TIMEOUT_MS);
@@ -577,10 +686,28 @@ static void reader_fresh(struct kunit *test)
 	rr_run(test, RR_FRESH);
 }
 
+/* The same with updates now and then: most cpus idle when read. */
+static void reader_fresh_sparse(struct kunit *test)
+{
+	rr_run(test, RR_FRESH_SPARSE);
+}
+
+/* The same with workers moved between CPUs, and CPUs going offline. */
+static void reader_fresh_cpus(struct kunit *test)
+{
+	rr_run(test, RR_FRESH_CPUS);
+}
+
 /* The same on leaves being removed while read; exact totals after. */
 static void reader_fresh_removal(struct kunit *test)
 {
 	rr_run(test, RR_FRESH_REMOVAL);
+}
+
+/* Readers of one cgroup racing for its prev_cputime: one snapshot a read. */
+static void reader_one_snapshot(struct kunit *test)
+{
+	rr_run(test, RR_ONE_SNAPSHOT);
 }
 
 #ifdef CGK_TEST_MOUNTS
@@ -597,7 +724,10 @@ static void reader_file(struct kunit *test)
 static struct kunit_case cgroup_rstat_reader_cases[] = {
 	RR_CASE(reader_torn_snapshot),
 	RR_CASE(reader_fresh),
+	RR_CASE(reader_fresh_sparse),
+	RR_CASE(reader_fresh_cpus),
 	RR_CASE(reader_fresh_removal),
+	RR_CASE(reader_one_snapshot),
 #ifdef CGK_TEST_MOUNTS
 	RR_CASE(reader_file),
 #endif
