@@ -38,6 +38,7 @@ from . import machine as host
 from . import pipeline, plot, procs, stats
 from . import profile as profiles
 from .common import DriverError, read_json, say, write_json
+from .params import MAX_SEED
 from .report import Report, exit_code, format_summary, raise_refused
 from .run import build
 from .tree import PreparedTree, ensure_base_worktree, kernel_commit, series_names
@@ -50,7 +51,6 @@ REPS = (1, 50)
 VCPUS = (1, 64)
 ROUNDS = (1, 10)
 DURATION_MS = (100, 60000)
-MAX_SEED = 2**64 - 1
 MACHINE_RECORD = "bench_machine"
 LOCKS_RECORD = "rstat_locks"
 RESULTS = Path("results") / "bench"

@@ -39,11 +39,13 @@ from . import report as rp
 from .check import load_checks
 from .commits import (BASE, Workspace, clone_path, ensure_clone, prepared_commits, series_pick,
                       subject_of, unhook)
-from .common import DriverError, overlaps, read_json, run_cmd, say, write_json
-from .params import check_filter, check_kernel_args
-from .stress import (FAIL, PASS, SEED_PARAM, Outcome, Replay, RunRecord, aggregate,
-                     check_options, draw_seeds, pct, replay_env, stress_loop,
-                     wilson, without_seed)
+from .common import (DriverError, fmt_time, overlaps, pct, plural, read_json, run_cmd, say,
+                     write_json)
+from .params import (SEED_PARAM, check_filter, check_kernel_args, draw_seeds, seed_in_args,
+                     without_seed)
+from .report import replay_env
+from .stats import wilson
+from .stress import FAIL, PASS, Outcome, Replay, RunRecord, aggregate, stress_loop
 from .tree import (AUTHOR_ENV, GIT_CONFIG, apply_patch, git, kernel_commit, rev, series_names,
                    validate_kernel_src)
 
@@ -170,7 +172,7 @@ def check_input(repo: Path, build: Path, opts: BisectOptions) -> tuple[Target, i
     profiles.load_profile(repo, opts.profile)
     check_filter(opts.filter_glob, "--filter (or FILTER)", repo)
     check_kernel_args(opts.kernel_args, repo)
-    fixed = check_options(opts.runs, None, opts.kernel_args)
+    fixed = seed_in_args(opts.kernel_args, "--kernel-args (or KERNEL_ARGS)")
     if opts.kernel_src:
         src, _ = validate_kernel_src(opts.kernel_src, "HEAD", build)
         good, bad = user_rev(src, opts.good, "GOOD"), user_rev(src, opts.bad, "BAD")
@@ -533,16 +535,6 @@ def _step(repo: Path, build: Path, profile: str) -> int:
 
 
 # --- the whole bisection ----------------------------------------------------------------------------
-
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
-def fmt_time(secs: float) -> str:
-    s = int(round(secs))
-    return f"{s // 3600}h{s % 3600 // 60:02d}m{s % 60:02d}s" if s >= 3600 else \
-        f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
-
 
 def check_endpoints(ctx: Context, state: dict[str, Any], good: str, bad: str) -> str:
     """BAD reproduces (p and its seeds measured there) and GOOD is clean; "" when both hold,

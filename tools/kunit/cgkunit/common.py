@@ -81,6 +81,23 @@ def say(msg: str) -> None:
     print(f"[cgkunit] {msg}", file=sys.stderr, flush=True)
 
 
+def plural(n: int, word: str) -> str:
+    """'1 commit', '3 commits'."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def fmt_time(secs: float) -> str:
+    """'42s', '3m05s', '1h02m03s'."""
+    s = int(round(secs))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m{s % 60:02d}s" if s >= 3600 else \
+        f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+
+
+def pct(x: float) -> str:
+    """A rate as a percentage with one decimal: '12.5%'."""
+    return f"{100 * x:.1f}%"
+
+
 # the project this driver is part of: <repo>/tools/kunit/cgkunit/common.py
 DRIVER_REPO = Path(__file__).resolve().parents[3]
 ENTRY_POINT = Path("tools") / "kunit" / "cgkunit.py"

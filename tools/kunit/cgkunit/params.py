@@ -3,14 +3,16 @@ accepts (the rules of its set() function, checked against the C sources by the t
 the check of the cgroup_kunit.* words of a kernel command line (and of insmod's words)
 against them (issue 12: the kernel drops a dotted parameter that matches nothing without a
 word, and a value the suite refuses leaves the default in place); the suites' names and the
-check of a KUnit filter glob; the cases of the suite that the dynmods parameter lets run."""
+check of a KUnit filter glob; the cases of the suite that the dynmods parameter lets run;
+the suite's seed: drawn for each boot, or read from the kernel arguments."""
 from __future__ import annotations
 
+import random
 import re
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 from .common import DriverError, read_text_file
 
@@ -59,10 +61,15 @@ def suite_parameters(repo: Path) -> list[str]:
     return sorted(names)
 
 
+def param_name(word: str) -> str:
+    """The kernel parameter a command-line word sets ('-' and '_' are the same to the kernel)."""
+    return word.split("=", 1)[0].replace("-", "_")
+
+
 def _name(word: str) -> str | None:
     """The parameter a command-line word sets in the suite module (the kernel takes '-' for
     '_' in names), '' for a bare 'cgroup_kunit.', None for any other word."""
-    key = word.split("=", 1)[0].replace("-", "_")
+    key = param_name(word)
     prefix = SUITE_MODULE + "."
     return key[len(prefix):] if key.startswith(prefix) else None
 
@@ -246,3 +253,40 @@ def duration_ms(words: Sequence[str]) -> int:
             if value is not None and low <= value <= high:
                 duration = value
     return duration
+
+
+# --- the seed ----------------------------------------------------------------------------------
+
+SEED_PARAM = f"{SUITE_MODULE}.seed"
+MAX_SEED = 2**64 - 1  # harness.c's seed: an unsigned 64-bit number (0: it picks one itself)
+
+
+def draw_seeds(fixed: int | None, rng: random.Random | None = None) -> Iterator[int]:
+    """The suite seed of each boot: fixed every time, else a fresh one in 1..MAX_SEED
+    (0 would ask the suite to pick one) from rng (default: seeded by the OS)."""
+    rng = rng or random.Random()
+    while True:
+        yield fixed if fixed is not None else rng.randrange(1, MAX_SEED + 1)
+
+
+def seed_in_args(words: Sequence[str], what: str = "KERNEL_ARGS") -> int | None:
+    """The seed a cgroup_kunit.seed= word of the kernel arguments asks for (the last one);
+    None without one or for 0 (the suite picks a seed); DriverError for a non-number."""
+    value: str | None = None
+    for w in words:
+        if param_name(w) == SEED_PARAM and "=" in w:
+            value = w.split("=", 1)[1]
+    if value is None:
+        return None
+    try:
+        seed = int(value, 16) if value.lower().startswith("0x") else int(value, 10)
+    except ValueError:
+        raise DriverError(f"{what}: {SEED_PARAM}={value}: want a number in 0..{MAX_SEED}") from None
+    if not 0 <= seed <= MAX_SEED:
+        raise DriverError(f"{what}: {SEED_PARAM}={value}: want a number in 0..{MAX_SEED}")
+    return seed or None
+
+
+def without_seed(words: Sequence[str]) -> list[str]:
+    """The kernel arguments without their cgroup_kunit.seed words (the caller sets the seed)."""
+    return [w for w in words if param_name(w) != SEED_PARAM]

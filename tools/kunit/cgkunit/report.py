@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 from .common import DriverError, read_json, write_json
-from .params import SUITE_MODULE
+from .params import SUITE_MODULE, param_name
 from .titles import ReportTitle, load as load_titles
 
 # --- exit status -------------------------------------------------------------
@@ -958,11 +958,6 @@ def replay_hints(report: Report) -> list[str]:
         hints.append(replay_line(report.replay_target, args, report.kernel_args, target,
                                  report.replay_env))
     return hints
-
-
-def param_name(word: str) -> str:
-    """The kernel parameter a command-line word sets ('-' and '_' are the same to the kernel)."""
-    return word.split("=", 1)[0].replace("-", "_")
 
 
 def replay_line(target: str, printed: Sequence[str], run_args: Sequence[str],

@@ -30,13 +30,12 @@ from typing import Any, Callable, Iterator, Sequence
 from . import pipeline
 from . import profile as profiles
 from . import report as rp
-from .bisection import fmt_time, plural
 from .commits import (BASE, Workspace, clone_path, ensure_clone, prepared_commits, series_pick,
                       subject_of, unhook)
-from .common import DriverError, say, write_json
-from .params import DURATION, SUITE_MODULE, check_filter, check_kernel_args, sets
+from .common import DriverError, fmt_time, plural, say, write_json
+from .params import (DURATION, SEED_PARAM, SUITE_MODULE, check_filter, check_kernel_args,
+                     draw_seeds, seed_in_args, sets, without_seed)
 from .signature import signatures
-from .stress import SEED_PARAM, check_options, draw_seeds, without_seed
 from .tree import SUITE_DIR, series_names
 
 TOOL = "series-check"                # the clone: <build>/series-check/<profile>/linux
@@ -110,7 +109,7 @@ def check_input(repo: Path, opts: SeriesCheckOptions) -> Plan:
     prof = profiles.load_profile(repo, opts.profile)
     check_filter(opts.filter_glob, "--filter (or FILTER)", repo)
     check_kernel_args(opts.kernel_args, repo)
-    seed = check_options(1, None, opts.kernel_args)
+    seed = seed_in_args(opts.kernel_args, "--kernel-args (or KERNEL_ARGS)")
     names = series_names(repo)
     start = series_pick(names, opts.start, "FROM") if opts.start else 0
     args = tuple(without_seed(opts.kernel_args))

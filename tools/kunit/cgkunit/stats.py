@@ -1,5 +1,6 @@
-"""Small statistics for benchmark verdicts (stdlib only): medians, a bootstrap interval
-of a median, and the Mann-Whitney U test."""
+"""Small statistics (stdlib only): medians, a bootstrap interval of a median and the
+Mann-Whitney U test for benchmark verdicts; the Wilson score interval of a failure rate
+(stress, bisect)."""
 from __future__ import annotations
 
 import math
@@ -7,6 +8,8 @@ import random
 import statistics
 import zlib
 from typing import Sequence
+
+Z95 = 1.959963984540054  # two-sided 95% quantile of the normal distribution
 
 
 def median(xs: Sequence[float]) -> float:
@@ -68,3 +71,18 @@ def mann_whitney(a: Sequence[float], b: Sequence[float]) -> float:
         return 1.0
     z = (abs(u1 - mu) - 0.5) / math.sqrt(var)
     return min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2)))
+
+
+def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """The Wilson score interval of a rate of k in n (95% by default); (0, 1) for n = 0."""
+    if n <= 0:
+        return 0.0, 1.0
+    if not 0 <= k <= n:
+        raise ValueError(f"{k} of {n}")
+    p = k / n
+    z2 = z * z
+    denom = 1 + z2 / n
+    center = (p + z2 / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
+    # the bounds are exactly 0 and 1 at k = 0 and k = n; keep rounding from saying otherwise
+    return (0.0 if k == 0 else max(0.0, center - half), 1.0 if k == n else min(1.0, center + half))

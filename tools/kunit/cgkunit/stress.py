@@ -8,7 +8,6 @@ to the pipeline: build once, then boot back to back into build/results/stress/<p
 """
 from __future__ import annotations
 
-import math
 import os
 import random
 import shutil
@@ -17,19 +16,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from . import bench, pipeline
+from . import pipeline
 from . import profile as profiles
 from . import report as rp
-from .common import DriverError, say, write_json
-from .params import SUITE_MODULE
+from .common import DriverError, pct, say, write_json
+from .machine import host_cpu_model
+from .params import MAX_SEED, SEED_PARAM, draw_seeds, param_name, seed_in_args, without_seed
 from .report import replay_env
 from .run import read_exec_info
 from .signature import Signature, signatures
+from .stats import wilson
 
 RUNS = (1, 10000)
-MAX_SEED = bench.MAX_SEED
-SEED_PARAM = f"{SUITE_MODULE}.seed"
-Z95 = 1.959963984540054  # two-sided 95% quantile of the normal distribution
 RESULTS = Path("results") / "stress"
 INFRA_STATUSES = ("boot-timeout", "no-tests")  # the kernel never reached KUnit / ran nothing
 INFRA_IN_A_ROW = 3  # this many infrastructure errors in a row stop the stress: the machine's
@@ -51,59 +49,7 @@ STRESS_EXIT_HELP = """exit status:
      error (the kernel hung before KUnit started, or no tests ran)"""
 
 
-# --- numbers ----------------------------------------------------------------------------
-
-def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """The Wilson score interval of a rate of k in n (95% by default); (0, 1) for n = 0."""
-    if n <= 0:
-        return 0.0, 1.0
-    if not 0 <= k <= n:
-        raise ValueError(f"{k} of {n}")
-    p = k / n
-    z2 = z * z
-    denom = 1 + z2 / n
-    center = (p + z2 / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
-    # the bounds are exactly 0 and 1 at k = 0 and k = n; keep rounding from saying otherwise
-    return (0.0 if k == 0 else max(0.0, center - half), 1.0 if k == n else min(1.0, center + half))
-
-
-def pct(x: float) -> str:
-    return f"{100 * x:.1f}%"
-
-
-# --- seeds and kernel arguments ------------------------------------------------------------
-
-def draw_seeds(fixed: int | None, rng: random.Random | None = None) -> Iterator[int]:
-    """The suite seed of each boot: fixed every time, else a fresh one in 1..MAX_SEED
-    (0 would ask the suite to pick one) from rng (default: seeded by the OS)."""
-    rng = rng or random.Random()
-    while True:
-        yield fixed if fixed is not None else rng.randrange(1, MAX_SEED + 1)
-
-
-def seed_in_args(words: Sequence[str], what: str = "KERNEL_ARGS") -> int | None:
-    """The seed a cgroup_kunit.seed= word of the kernel arguments asks for (the last one);
-    None without one or for 0 (the suite picks a seed); DriverError for a non-number."""
-    value: str | None = None
-    for w in words:
-        if rp.param_name(w) == SEED_PARAM and "=" in w:
-            value = w.split("=", 1)[1]
-    if value is None:
-        return None
-    try:
-        seed = int(value, 16) if value.lower().startswith("0x") else int(value, 10)
-    except ValueError:
-        raise DriverError(f"{what}: {SEED_PARAM}={value}: want a number in 0..{MAX_SEED}") from None
-    if not 0 <= seed <= MAX_SEED:
-        raise DriverError(f"{what}: {SEED_PARAM}={value}: want a number in 0..{MAX_SEED}")
-    return seed or None
-
-
-def without_seed(words: Sequence[str]) -> list[str]:
-    """The kernel arguments without their cgroup_kunit.seed words (stress sets the seed)."""
-    return [w for w in words if rp.param_name(w) != SEED_PARAM]
-
+# --- the options ---------------------------------------------------------------------------
 
 def check_options(runs: int, seed: int | None, kernel_args: Sequence[str]) -> int | None:
     """--runs, --seed and a seed in --kernel-args checked; the seed of every boot (None:
@@ -136,7 +82,7 @@ class Replay:
         suite printed for the failing case (seed, threads), else the run's seed, then the
         other kernel arguments of the run; FILTER the case, else the run's filter."""
         words = list(printed)
-        if not any(rp.param_name(w) == SEED_PARAM for w in words):
+        if not any(param_name(w) == SEED_PARAM for w in words):
             words.insert(0, f"{SEED_PARAM}={seed}")
         return rp.replay_line(self.target, words, self.kernel_args, case or self.filter_glob,
                               self.env)
@@ -439,7 +385,7 @@ def vcpus_of(prof: profiles.Profile) -> int | None:
 
 
 def machine_of(prof: profiles.Profile, accel: str) -> dict[str, Any]:
-    return {"cpu_model": bench.host_cpu_model(), "host_cores": os.cpu_count() or 1,
+    return {"cpu_model": host_cpu_model(), "host_cores": os.cpu_count() or 1,
             "profile": prof.name, "arch": prof.arch, "vcpus": vcpus_of(prof), "accel": accel}
 
 

@@ -17,6 +17,7 @@ from cgkunit import cli
 from cgkunit import report as rp
 from cgkunit import stress as st
 from cgkunit.common import DriverError
+from cgkunit.params import MAX_SEED
 from conftest import DATA, KUNIT_DIR
 from test_tree import git, make_kernel, write_files
 
@@ -166,7 +167,7 @@ def test_results_of_skips_stops_and_endpoints() -> None:
 def test_step_seeds_replay_bad_first() -> None:
     seeds = bs.step_seeds([7, 9], None, random.Random(1))
     first = [next(seeds) for _ in range(4)]
-    assert first[:2] == [7, 9] and all(1 <= s <= st.MAX_SEED for s in first[2:])
+    assert first[:2] == [7, 9] and all(1 <= s <= MAX_SEED for s in first[2:])
     fixed = bs.step_seeds([5], 5)
     assert [next(fixed) for _ in range(3)] == [5, 5, 5]
 

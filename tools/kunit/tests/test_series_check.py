@@ -19,7 +19,7 @@ from cgkunit import cli, commits, pipeline
 from cgkunit import report as rp
 from cgkunit import series_check as sc
 from cgkunit.common import DriverError
-from cgkunit.stress import draw_seeds
+from cgkunit.params import draw_seeds
 from cgkunit.tree import MAKEFILE_LINE, PreparedTree, prepare_tree
 from conftest import DATA, KUNIT_DIR
 from test_tree import UCOUNT, edit_line, git, make_kernel, make_patch, write_files

@@ -13,12 +13,13 @@ from typing import Any, Callable, Sequence
 
 import pytest
 
-from cgkunit import cli, pipeline
+from cgkunit import cli, params, pipeline
 from cgkunit import report as rp
 from cgkunit import stress as st
 from cgkunit.common import DriverError
 from cgkunit import profile as pf
 from cgkunit.profile import list_profiles
+from cgkunit.stats import wilson
 from conftest import DATA, KUNIT_DIR
 from test_tree import git, make_kernel, write_files
 
@@ -57,7 +58,7 @@ def loop(tmp: Path, logs: Sequence[str | BaseException], runs: int | None = None
     """A stress loop over logs (progress lines into lines)."""
     said: list[str] = [] if lines is None else lines
     return st.stress_loop(boot_from(tmp, logs, kw.pop("verdicts", None)),
-                          st.draw_seeds(kw.pop("seed", None), random.Random(7)),
+                          params.draw_seeds(kw.pop("seed", None), random.Random(7)),
                           runs or len(logs), REPLAY, progress=said.append, **kw)
 
 
@@ -77,7 +78,7 @@ def stress_of(out: st.Outcome, runs: int, **kw: Any) -> st.Stress:
     (0, 100, 0.0, 0.0370), (0, 0, 0.0, 1.0),
 ])
 def test_wilson_known_values(k: int, n: int, lo: float, hi: float) -> None:
-    got = st.wilson(k, n)
+    got = wilson(k, n)
     assert got == pytest.approx((lo, hi), abs=5e-5)
     if n:
         assert got[0] <= k / n <= got[1]
@@ -85,33 +86,33 @@ def test_wilson_known_values(k: int, n: int, lo: float, hi: float) -> None:
 
 def test_wilson_bad_counts() -> None:
     with pytest.raises(ValueError):
-        st.wilson(3, 2)
+        wilson(3, 2)
     with pytest.raises(ValueError):
-        st.wilson(-1, 2)
+        wilson(-1, 2)
 
 
 # --- seeds and kernel arguments ------------------------------------------------------------
 
 def test_seeds_fixed_and_drawn() -> None:
-    fixed = st.draw_seeds(42)
+    fixed = params.draw_seeds(42)
     assert [next(fixed) for _ in range(5)] == [42] * 5
-    one, two = st.draw_seeds(None, random.Random(9)), st.draw_seeds(None, random.Random(9))
+    one, two = params.draw_seeds(None, random.Random(9)), params.draw_seeds(None, random.Random(9))
     first = [next(one) for _ in range(50)]
     assert first == [next(two) for _ in range(50)]  # the same driver RNG: the same seeds
-    assert all(1 <= s <= st.MAX_SEED for s in first) and len(set(first)) == 50
-    other = st.draw_seeds(None, random.Random(10))
+    assert all(1 <= s <= params.MAX_SEED for s in first) and len(set(first)) == 50
+    other = params.draw_seeds(None, random.Random(10))
     assert [next(other) for _ in range(50)] != first
 
 
 def test_seed_in_kernel_args() -> None:
-    assert st.seed_in_args(["a=1", "cgroup_kunit.threads=8"]) is None
-    assert st.seed_in_args(["cgroup_kunit.seed=5", "cgroup_kunit.seed=0x10"]) == 16
-    assert st.seed_in_args(["cgroup_kunit.seed=0"]) is None  # 0: the suite picks one
+    assert params.seed_in_args(["a=1", "cgroup_kunit.threads=8"]) is None
+    assert params.seed_in_args(["cgroup_kunit.seed=5", "cgroup_kunit.seed=0x10"]) == 16
+    assert params.seed_in_args(["cgroup_kunit.seed=0"]) is None  # 0: the suite picks one
     with pytest.raises(DriverError, match=r"^KERNEL_ARGS: cgroup_kunit.seed=banana: want a number"):
-        st.seed_in_args(["cgroup_kunit.seed=banana"])
+        params.seed_in_args(["cgroup_kunit.seed=banana"])
     with pytest.raises(DriverError, match="want a number"):
-        st.seed_in_args([f"cgroup_kunit.seed={2**64}"])
-    assert st.without_seed(["cgroup_kunit.seed=5", "x=1", "cgroup_kunit.threads=2"]) == \
+        params.seed_in_args([f"cgroup_kunit.seed={2**64}"])
+    assert params.without_seed(["cgroup_kunit.seed=5", "x=1", "cgroup_kunit.threads=2"]) == \
         ["x=1", "cgroup_kunit.threads=2"]
 
 
@@ -231,7 +232,7 @@ def test_aggregate_over_recorded_consoles(tmp_path: Path) -> None:
     assert (provoke.count, provoke.runs, provoke.first_run, provoke.first_seed) == \
         (2, 7, 2, recs[1].seed)
     assert provoke.rate == pytest.approx(2 / 7)
-    assert provoke.interval == pytest.approx(st.wilson(2, 7))
+    assert provoke.interval == pytest.approx(wilson(2, 7))
     # the case prints no parameters of its own: the seed of the boot
     assert provoke.replay == (f"make run KERNEL_ARGS=\"cgroup_kunit.seed={recs[1].seed} "
                               "cgroup_kunit.duration_ms=500\" "
@@ -350,7 +351,7 @@ def test_json_shape(tmp_path: Path) -> None:
     assert data["counts"] == {"boots": 8, "runs": 7, "passed": 3, "failed": 4, "infra": 1,
                               "bad_input": 0}
     assert data["any_failure"]["count"] == 4 and data["any_failure"]["runs"] == 7
-    assert data["any_failure"]["ci95"] == [round(x, 6) for x in st.wilson(4, 7)]
+    assert data["any_failure"]["ci95"] == [round(x, 6) for x in wilson(4, 7)]
     assert len(data["records"]) == 8
     rec = data["records"][1]
     assert set(rec) == {"run", "seed", "status", "report_status", "verdict", "signatures",
@@ -457,7 +458,7 @@ def test_stress_end_to_end(stress_env: dict[str, Path], monkeypatch: pytest.Monk
                             kernel_args=("cgroup_kunit.duration_ms=500",), filter_glob="cgroup_kunit*")
     assert st.run_stress(env["repo"], env["build"], opts, rng=random.Random(3)) == 1
     out, err = capsys.readouterr()
-    expect = st.draw_seeds(None, random.Random(3))
+    expect = params.draw_seeds(None, random.Random(3))
     seeds = [next(expect) for _ in range(5)]
     for i, seed in enumerate(seeds, 1):
         args = (env["fake"] / f"{i}.args").read_text().splitlines()
