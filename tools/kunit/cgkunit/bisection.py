@@ -36,6 +36,7 @@ from typing import Any, Callable, Iterator, Sequence
 from . import pipeline
 from . import profile as profiles
 from . import report as rp
+from .boots import FAIL, PASS, Outcome, Replay, RunRecord, aggregate, stress_loop
 from .check import load_checks
 from .commits import (BASE, Workspace, clone_path, ensure_clone, prepared_commits, series_pick,
                       subject_of, unhook)
@@ -45,7 +46,6 @@ from .params import (SEED_PARAM, check_filter, check_kernel_args, draw_seeds, se
                      without_seed)
 from .report import replay_env
 from .stats import wilson
-from .stress import FAIL, PASS, Outcome, Replay, RunRecord, aggregate, stress_loop
 from .tree import (AUTHOR_ENV, GIT_CONFIG, apply_patch, git, kernel_commit, rev, series_names,
                    validate_kernel_src)
 

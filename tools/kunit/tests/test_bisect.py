@@ -15,7 +15,7 @@ import pytest
 from cgkunit import bisection as bs
 from cgkunit import cli
 from cgkunit import report as rp
-from cgkunit import stress as st
+from cgkunit import boots as bt
 from cgkunit.common import DriverError
 from cgkunit.params import MAX_SEED
 from conftest import DATA, KUNIT_DIR
@@ -23,19 +23,19 @@ from test_tree import git, make_kernel, write_files
 
 LEAK = "fail:cgroup_ucount.rlimit_get_put:(init, uid N): reference count not back"
 LOCKDEP = "lockdep:circular:provoke_a|provoke_b"
-REPLAY = st.Replay(target="make run")
+REPLAY = bt.Replay(target="make run")
 
 
-def record(tmp: Path, log: str, run: int = 1, seed: int = 100) -> st.RunRecord:
+def record(tmp: Path, log: str, run: int = 1, seed: int = 100) -> bt.RunRecord:
     """The class stress gives one boot of a recorded console."""
     results = tmp / f"run-{run}-{log}"
     results.mkdir(parents=True, exist_ok=True)
     (results / "console.log").write_text((DATA / log).read_text(errors="backslashreplace"))
     report = rp.build_report(results / "console.log", "completed", profile="um-lockdep")
-    return st.classify(report, run, seed, REPLAY)
+    return bt.classify(report, run, seed, REPLAY)
 
 
-def records(tmp: Path, *logs: str) -> list[st.RunRecord]:
+def records(tmp: Path, *logs: str) -> list[bt.RunRecord]:
     return [record(tmp, log, i, 100 + i) for i, log in enumerate(logs, 1)]
 
 
@@ -306,26 +306,26 @@ def no_boot(*args: Any, **kw: Any) -> Any:
     raise AssertionError("nothing may be built or booted here")
 
 
-def run_of(n: int, seed: int, bad: bool) -> st.RunRecord:
+def run_of(n: int, seed: int, bad: bool) -> bt.RunRecord:
     if not bad:
-        return st.RunRecord(run=n, seed=seed, status=st.PASS, report_status="pass",
+        return bt.RunRecord(run=n, seed=seed, status=bt.PASS, report_status="pass",
                             cases=("cgroup_ucount.rlimit_get_put",))
-    found = st.Found(key=LEAK, kind="fail", title="t", test="cgroup_ucount.rlimit_get_put",
+    found = bt.Found(key=LEAK, kind="fail", title="t", test="cgroup_ucount.rlimit_get_put",
                      case="cgroup_ucount.rlimit_get_put", count=1, replay="make run")
-    return st.RunRecord(run=n, seed=seed, status=st.FAIL, report_status="fail", signatures=[found])
+    return bt.RunRecord(run=n, seed=seed, status=bt.FAIL, report_status="fail", signatures=[found])
 
 
 def fake_test_commit(ctx: bs.Context, commit: str, label: str, seeds: Iterator[int],
-                     match: bs.Match, stop_at_match: bool) -> tuple[list[st.RunRecord], str]:
+                     match: bs.Match, stop_at_match: bool) -> tuple[list[bt.RunRecord], str]:
     """Versions 5 and up fail (from version 7 only every other run), 3 does not build."""
     version = int(git(ctx.clone, "show", f"{commit}:version"))
     if version == 3:
         return [], "build of um-lockdep failed: error: fake"
-    out: list[st.RunRecord] = []
+    out: list[bt.RunRecord] = []
     for i in range(1, ctx.runs + 1):
         rec = run_of(i, next(seeds), version >= 5 and (version < 7 or i % 2 == 0))
         out.append(rec)
-        if stop_at_match and match(LEAK) and rec.status == st.FAIL:
+        if stop_at_match and match(LEAK) and rec.status == bt.FAIL:
             break
     with open(ctx.build / "tested", "a") as f:
         f.write(f"{version}\n")

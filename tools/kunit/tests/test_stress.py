@@ -13,6 +13,7 @@ from typing import Any, Callable, Sequence
 
 import pytest
 
+from cgkunit import boots as bt
 from cgkunit import cli, params, pipeline
 from cgkunit import report as rp
 from cgkunit import stress as st
@@ -30,7 +31,7 @@ PASS_LOG = "real_um_all_pass.log"
 LOCKDEP_LOG = "real_um_provoke_lockdep.log"
 MACHINE = {"cpu_model": "AMD EPYC 7B13", "host_cores": 2, "profile": "um-lockdep", "arch": "um",
            "vcpus": 4, "accel": ""}
-REPLAY = st.Replay(target="make run", kernel_args=("cgroup_kunit.duration_ms=500",),
+REPLAY = bt.Replay(target="make run", kernel_args=("cgroup_kunit.duration_ms=500",),
                    filter_glob="cgroup_*")
 
 
@@ -54,15 +55,15 @@ def boot_from(tmp: Path, logs: Sequence[str | BaseException], verdicts: dict[str
 
 
 def loop(tmp: Path, logs: Sequence[str | BaseException], runs: int | None = None,
-         lines: list[str] | None = None, **kw: Any) -> st.Outcome:
+         lines: list[str] | None = None, **kw: Any) -> bt.Outcome:
     """A stress loop over logs (progress lines into lines)."""
     said: list[str] = [] if lines is None else lines
-    return st.stress_loop(boot_from(tmp, logs, kw.pop("verdicts", None)),
+    return bt.stress_loop(boot_from(tmp, logs, kw.pop("verdicts", None)),
                           params.draw_seeds(kw.pop("seed", None), random.Random(7)),
                           runs or len(logs), REPLAY, progress=said.append, **kw)
 
 
-def stress_of(out: st.Outcome, runs: int, **kw: Any) -> st.Stress:
+def stress_of(out: bt.Outcome, runs: int, **kw: Any) -> st.Stress:
     fields: dict[str, Any] = dict(profile="um-lockdep", runs=runs, seed=None, until_fail=False,
                                   kernel_args=["cgroup_kunit.duration_ms=500"],
                                   filter_glob="cgroup_*", machine=MACHINE, outcome=out)
@@ -136,7 +137,7 @@ def test_classify_pass_failure_infra_and_bad_input(tmp_path: Path) -> None:
     boot = boot_from(tmp_path, [PASS_LOG, LOCKDEP_LOG, "07_no_tests.log", "11_bad_parameters.log",
                                 "real_um_provoke_warn.log"], verdicts={"real_um_provoke_warn.log":
                                                                        "boot-timeout"})
-    recs = [st.classify(boot(i, 100 + i), i, 100 + i, REPLAY) for i in range(1, 6)]
+    recs = [bt.classify(boot(i, 100 + i), i, 100 + i, REPLAY) for i in range(1, 6)]
     assert [r.status for r in recs] == ["pass", "fail", "infra", "bad-input", "infra"]
     assert recs[0].signatures == [] and recs[0].results == str(tmp_path / "run-1")
     assert [s.key for s in recs[1].signatures] == ["lockdep:circular:provoke_a|provoke_b"]
@@ -149,7 +150,7 @@ def test_classify_pass_failure_infra_and_bad_input(tmp_path: Path) -> None:
 
 
 def test_one_boot_can_have_several_signatures(tmp_path: Path) -> None:
-    rec = st.classify(boot_from(tmp_path, ["real_kasan_cset_free_without_rcu.log"])(1, 5), 1, 5,
+    rec = bt.classify(boot_from(tmp_path, ["real_kasan_cset_free_without_rcu.log"])(1, 5), 1, 5,
                       REPLAY)
     assert rec.status == "fail" and rec.report_status == "crash"
     assert [(s.key, s.count) for s in rec.signatures] == [
@@ -161,18 +162,18 @@ def test_one_boot_can_have_several_signatures(tmp_path: Path) -> None:
 def test_a_failure_without_a_signature_is_still_a_failure() -> None:
     report = rp.parse_console((DATA / PASS_LOG).read_text(), "completed")
     report.status = "fail"  # e.g. KUnit planned more cases than it reported
-    rec = st.classify(report, 1, 3, REPLAY)
+    rec = bt.classify(report, 1, 3, REPLAY)
     assert rec.status == "fail" and [s.key for s in rec.signatures] == ["fail:unclassified"]
 
 
 # --- replay -----------------------------------------------------------------------------------
 
 def test_replay_commands(tmp_path: Path) -> None:
-    rec = st.classify(boot_from(tmp_path, ["02_lockdep_param_ok.log"])(1, 77), 1, 77, REPLAY)
+    rec = bt.classify(boot_from(tmp_path, ["02_lockdep_param_ok.log"])(1, 77), 1, 77, REPLAY)
     assert rec.signatures[0].replay == (
         "make run KERNEL_ARGS=\"cgroup_kunit.seed=77 cgroup_kunit.threads=4 "
         "cgroup_kunit.duration_ms=500\" FILTER='cgroup_ucount.ucount_inc_dec'")
-    kcsan = st.Replay(target=pf.make_target("x86_64-kcsan"),
+    kcsan = bt.Replay(target=pf.make_target("x86_64-kcsan"),
                       kernel_args=("cgroup_kunit.threads=16", "cgroup_kunit.provoke=kcsan"),
                       env=st.replay_env("/src/my linux", "v7.3"))
     assert kcsan.command(5, "cgroup_rstat.rstat_base_exact", ["cgroup_kunit.seed=5",
@@ -182,14 +183,14 @@ def test_replay_commands(tmp_path: Path) -> None:
     # no case (a report during boot): the run's filter, or none
     assert REPLAY.command(9) == ("make run KERNEL_ARGS=\"cgroup_kunit.seed=9 "
                                  "cgroup_kunit.duration_ms=500\" FILTER='cgroup_*'")
-    plain = st.Replay(target=pf.make_target("um-coverage"))
+    plain = bt.Replay(target=pf.make_target("um-coverage"))
     assert plain.command(9) == ("KERNEL_ARGS=\"cgroup_kunit.seed=9\" "
                                 "python3 tools/kunit/cgkunit.py run --profile um-coverage")
     assert st.replay_env(None) == () and st.replay_env("/k") == ("KERNEL_SRC=/k",)
 
 
 def test_boot_splat_replays_with_the_runs_filter(tmp_path: Path) -> None:
-    rec = st.classify(boot_from(tmp_path, ["06_boot_splat.log"])(1, 31), 1, 31, REPLAY)
+    rec = bt.classify(boot_from(tmp_path, ["06_boot_splat.log"])(1, 31), 1, 31, REPLAY)
     sig = rec.signatures[0]
     assert (sig.key, sig.test, sig.case) == ("warning:cgroup_init", "boot", "")
     assert sig.replay == ("make run KERNEL_ARGS=\"cgroup_kunit.seed=31 cgroup_kunit.duration_ms=500\" "
@@ -226,8 +227,8 @@ def test_aggregate_over_recorded_consoles(tmp_path: Path) -> None:
     recs = out.records
     assert [r.status for r in recs] == ["pass", "fail", "infra", "pass", "fail", "fail", "fail",
                                         "pass"]
-    assert out.stopped == "" and len(st.counted(recs)) == 7
-    stats = {s.key: s for s in st.aggregate(recs)}
+    assert out.stopped == "" and len(bt.counted(recs)) == 7
+    stats = {s.key: s for s in bt.aggregate(recs)}
     provoke = stats["lockdep:circular:provoke_a|provoke_b"]
     assert (provoke.count, provoke.runs, provoke.first_run, provoke.first_seed) == \
         (2, 7, 2, recs[1].seed)
