@@ -37,7 +37,7 @@ from . import pipeline
 from . import profile as profiles
 from . import report as rp
 from .boots import FAIL, PASS, Outcome, Replay, RunRecord, aggregate, stress_loop
-from .check import load_checks
+from .checklist import load_checks
 from .commits import (BASE, Workspace, clone_path, ensure_clone, prepared_commits, series_pick,
                       subject_of, unhook)
 from .common import (DriverError, fmt_time, overlaps, pct, plural, read_json, run_cmd, say,

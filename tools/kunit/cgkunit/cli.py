@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping, NoReturn, Sequence
 
 from . import bench, coverage
 from . import check as checks
+from . import checklist
 from . import bisection
 from . import deps, mbox, module_run, pipeline, stress
 from . import series_check
@@ -432,7 +433,7 @@ def _command_preflight(args: argparse.Namespace, repo: Path, build: Path) -> Non
     elif args.command == "series-check":
         series_check.check_input(repo, _series_options(args))
     elif args.command == "check":
-        found = checks.load_checks(repo)
+        found = checklist.load_checks(repo)
         if args.only and args.only not in [c.name for c in found]:
             raise DriverError(f"no check named {args.only!r} (make check lists them: "
                               "python3 tools/kunit/cgkunit.py check --list)")
@@ -603,18 +604,18 @@ def run_command(args: argparse.Namespace, repo: Path, build: Path) -> int:
             kernel_ref=args.kernel_ref, echo=args.verbose, jobs=args.jobs))
     if args.command == "check":
         isolate = _isolate(args.isolate)
-        found = checks.load_checks(repo)
+        found = checklist.load_checks(repo)
         if args.list:
             for c in found:
                 print(f"{c.name}\t{c.profile}\t{' '.join(c.kernel_args)}")
             return 0
 
-        def runner(c: checks.Check) -> Report:
+        def runner(c: checklist.Check) -> Report:
             return pipeline.run_profile(repo, build, pipeline.RunOptions(
                 profile=c.profile, kernel_args=list(c.kernel_args), filter_glob=c.filter,
                 kernel_src=args.kernel_src, kernel_ref=args.kernel_ref,
                 extra_patches=[Path(p) for p in c.extra_patches], results_tag=f"check-{c.name}",
-                isolate=checks.check_isolate(c, isolate)), printer=checks.report_line)
+                isolate=checklist.check_isolate(c, isolate)), printer=checks.report_line)
         code, table = checks.run_checks(found, runner, args.only)
         print(table, end="")
         return code

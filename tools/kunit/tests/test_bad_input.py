@@ -171,9 +171,9 @@ def test_bad_accel_before_the_build(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 
 def test_bad_filter_in_checks_json() -> None:
-    from cgkunit import check
+    from cgkunit import checklist
     with pytest.raises(DriverError, match="^bad checks.json: c: filter '-x'"):
-        check.parse_checks([{"name": "c", "profile": PROFILE, "filter": "-x"}], "checks.json")
+        checklist.parse_checks([{"name": "c", "profile": PROFILE, "filter": "-x"}], "checks.json")
 
 
 def test_filter_and_accel_checks_are_shared(tmp_path: Path) -> None:
@@ -586,7 +586,7 @@ def test_a_corrupted_base_version_is_bad_input(tmp_path: Path, monkeypatch: pyte
 
 
 def test_every_checks_json_entry_is_checked(tmp_path: Path) -> None:
-    from cgkunit import check
+    from cgkunit import checklist
     repo = project(tmp_path / "repo")
     shutil.copytree(REPO / "lib" / "kunit-cgroup", repo / "lib" / "kunit-cgroup")
     ok = {"name": "ok", "profile": PROFILE, "filter": "cgroup_rstat*"}
@@ -597,7 +597,7 @@ def test_every_checks_json_entry_is_checked(tmp_path: Path) -> None:
                      ({"kernel_args": ["cgroup_kunit.threads=65"]}, "the suite wants 1..64"),
                      ({"expect_status": "fail|crashed"}, "expect_status 'fail|crashed': want")):
         checks = [ok, {**ok, "name": "last", **bad}]
-        write_files(repo, {str(check.CHECKS_FILE): json.dumps({"checks": checks})})
+        write_files(repo, {str(checklist.CHECKS_FILE): json.dumps({"checks": checks})})
         with pytest.raises(DriverError) as exc:
-            check.load_checks(repo)
-        assert f"{repo / check.CHECKS_FILE}: last: " in str(exc.value) and why in str(exc.value)
+            checklist.load_checks(repo)
+        assert f"{repo / checklist.CHECKS_FILE}: last: " in str(exc.value) and why in str(exc.value)

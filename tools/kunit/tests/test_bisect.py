@@ -488,7 +488,7 @@ def test_makefile_has_bisect_outside_make_test() -> None:
 
 
 def test_selftest_check_exists_and_is_deterministic_on_um_lockdep() -> None:
-    from cgkunit.check import load_checks
+    from cgkunit.checklist import load_checks
     check = next(c for c in load_checks(KUNIT_DIR.parent.parent) if c.name == bs.SELFTEST_CHECK)
     assert check.profile == "um-lockdep" and len(check.extra_patches) == 1 and check.filter
     assert sys.version_info >= (3, 9)

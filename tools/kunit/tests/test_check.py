@@ -6,15 +6,16 @@ import json
 import pytest
 
 from cgkunit import check as ck
+from cgkunit import checklist as cl
 from cgkunit import pipeline as pl
 from cgkunit import profile as pf
 from cgkunit import report as rp
 from cgkunit.common import DriverError
 from conftest import DATA, KUNIT_DIR
 
-KCSAN = ck.Check(name="oracle-kcsan", profile="x86_64-kcsan", kernel_args=["cgroup_kunit.provoke=kcsan"],
+KCSAN = cl.Check(name="oracle-kcsan", profile="x86_64-kcsan", kernel_args=["cgroup_kunit.provoke=kcsan"],
                  filter="cgroup_kunit_oracle*", expect_fail=["cgroup_kunit_oracle.provoke_kcsan"],
-                 expect_splat=[ck.ExpectedSplat("kcsan", "cgroup_kunit_oracle.provoke_kcsan",
+                 expect_splat=[cl.ExpectedSplat("kcsan", "cgroup_kunit_oracle.provoke_kcsan",
                                                 "BUG: KCSAN: data-race")])
 
 
@@ -38,7 +39,7 @@ def ktap(cases: list[tuple[str, str]], splat_in: str = "") -> rp.Report:
 
 
 def test_the_repo_checks_file_loads() -> None:
-    checks = ck.load_checks(KUNIT_DIR.parent.parent)
+    checks = cl.load_checks(KUNIT_DIR.parent.parent)
     by_name = {c.name: c for c in checks}
     assert {"oracle-lockdep", "oracle-kcsan"} <= set(by_name)
     assert by_name["oracle-kcsan"] == KCSAN
@@ -74,7 +75,7 @@ def test_unexpected_extra_failure_is_not_ok() -> None:
     out = ck.evaluate(KCSAN, r)
     assert not out.ok
     assert out.problems == ["unexpected fail: cgroup_kunit_oracle.gang_counts"]
-    relaxed = ck.Check(**{**KCSAN.__dict__, "expect_pass_others": False})
+    relaxed = cl.Check(**{**KCSAN.__dict__, "expect_pass_others": False})
     assert ck.evaluate(relaxed, r).ok
 
 
@@ -87,38 +88,38 @@ def test_splat_in_the_wrong_test_is_not_ok() -> None:
 
 
 def test_parameterized_failures_are_covered_by_their_case() -> None:
-    c = ck.Check(name="p", profile="um-lockdep", expect_fail=["cgroup_ucount.ucount_inc_dec"],
-                 expect_splat=[ck.ExpectedSplat("lockdep", "cgroup_ucount.ucount_inc_dec*",
+    c = cl.Check(name="p", profile="um-lockdep", expect_fail=["cgroup_ucount.ucount_inc_dec"],
+                 expect_splat=[cl.ExpectedSplat("lockdep", "cgroup_ucount.ucount_inc_dec*",
                                                 "possible circular locking dependency")])
     out = ck.evaluate(c, report("02_lockdep_param_ok.log"))
     assert out.ok, out.problems
 
 
 def test_crash_is_not_an_expected_failure() -> None:
-    c = ck.Check(name="p", profile="x", expect_fail=["cgroup_ucount.*"])
+    c = cl.Check(name="p", profile="x", expect_fail=["cgroup_ucount.*"])
     out = ck.evaluate(c, report("05_panic_mid_suite.log"))
     assert not out.ok and "run status crash, expected fail" in out.problems
-    crash = ck.Check(name="p", profile="x", expect_fail=["cgroup_ucount*"], expect_status="crash",
-                     expect_splat=[ck.ExpectedSplat("panic", "cgroup_ucount*", "Fatal exception")])
+    crash = cl.Check(name="p", profile="x", expect_fail=["cgroup_ucount*"], expect_status="crash",
+                     expect_splat=[cl.ExpectedSplat("panic", "cgroup_ucount*", "Fatal exception")])
     out = ck.evaluate(crash, report("05_panic_mid_suite.log"))
     assert [p for p in out.problems if "unexpected bug splat" not in p] == []
 
 
 def test_parse_checks_validation() -> None:
     with pytest.raises(DriverError, match="unknown keys expect_fial"):
-        ck.parse_checks([{"name": "a", "profile": "p", "expect_fial": []}])
+        cl.parse_checks([{"name": "a", "profile": "p", "expect_fial": []}])
     with pytest.raises(DriverError, match="needs string 'name' and 'profile'"):
-        ck.parse_checks([{"profile": "p"}])
+        cl.parse_checks([{"profile": "p"}])
     with pytest.raises(DriverError, match="duplicate check names a"):
-        ck.parse_checks([{"name": "a", "profile": "p"}, {"name": "a", "profile": "q"}])
+        cl.parse_checks([{"name": "a", "profile": "p"}, {"name": "a", "profile": "q"}])
     with pytest.raises(DriverError, match="kernel_args: expected a list of strings"):
-        ck.parse_checks({"checks": [{"name": "a", "profile": "p", "kernel_args": "x=1"}]})
+        cl.parse_checks({"checks": [{"name": "a", "profile": "p", "kernel_args": "x=1"}]})
 
 
 def test_run_checks_table_and_exit_codes() -> None:
-    good = ck.Check(name="good", profile="x86_64-kcsan", expect_fail=KCSAN.expect_fail,
+    good = cl.Check(name="good", profile="x86_64-kcsan", expect_fail=KCSAN.expect_fail,
                     expect_splat=KCSAN.expect_splat)
-    bad = ck.Check(name="bad", profile="um-lockdep", expect_fail=["cgroup_kunit_oracle.provoke_lockdep"])
+    bad = cl.Check(name="bad", profile="um-lockdep", expect_fail=["cgroup_kunit_oracle.provoke_lockdep"])
     reports = {"good": report("03_kcsan.log"), "bad": report("03_kcsan.log")}
     code, table = ck.run_checks([good, bad], lambda c: reports[c.name])
     assert code == 1
@@ -131,7 +132,7 @@ def test_run_checks_table_and_exit_codes() -> None:
     with pytest.raises(DriverError, match="no check named 'nope'"):
         ck.run_checks([good], lambda c: reports[c.name], only="nope")
 
-    def broken(c: ck.Check) -> rp.Report:
+    def broken(c: cl.Check) -> rp.Report:
         raise DriverError("build of x failed: boom")
     code, table = ck.run_checks([good], broken)
     assert code == 2 and "error" in table and "build of x failed: boom" in table
@@ -145,10 +146,10 @@ def test_expect_console_lines(tmp_path: Path) -> None:
                    "KTAP version 1\n1..1\nok 1 s\n")
     r = rp.parse_console(log.read_text(), "completed")
     r.console_log = str(log)
-    want = ck.parse_checks({"checks": [{"name": "p", "profile": "um-lockdep",
+    want = cl.parse_checks({"checks": [{"name": "p", "profile": "um-lockdep",
                                         "expect_console": ["threads=99: want 1..64"]}]})[0]
     assert ck.evaluate(want, r).ok
-    missing = ck.parse_checks({"checks": [{"name": "p", "profile": "um-lockdep",
+    missing = cl.parse_checks({"checks": [{"name": "p", "profile": "um-lockdep",
                                            "expect_console": ["duration_ms=5: want"]}]})[0]
     out = ck.evaluate(missing, r)
     assert not out.ok and "never printed" in out.problems[0]
@@ -159,10 +160,10 @@ def test_expect_status_alternatives() -> None:
     from cgkunit import report as rp
     log = "KTAP version 1\n1..1\n    KTAP version 1\n    # Subtest: s\n    1..1\n    not ok 1 c\nnot ok 1 s\n"
     r = rp.parse_console(log, "completed")
-    either = ck.parse_checks({"checks": [{"name": "x", "profile": "um-lockdep",
+    either = cl.parse_checks({"checks": [{"name": "x", "profile": "um-lockdep",
                                           "expect_fail": ["s.c"], "expect_status": "fail|crash"}]})[0]
     assert ck.evaluate(either, r).ok
-    only_crash = ck.parse_checks({"checks": [{"name": "x", "profile": "um-lockdep",
+    only_crash = cl.parse_checks({"checks": [{"name": "x", "profile": "um-lockdep",
                                               "expect_fail": ["s.c"], "expect_status": "crash"}]})[0]
     assert not ck.evaluate(only_crash, r).ok
 
@@ -173,7 +174,7 @@ def test_the_repo_checks_refer_to_what_exists() -> None:
     repo = KUNIT_DIR.parent.parent
     profiles = set(pf.list_profiles(repo))
     used: set[str] = set()
-    for c in ck.load_checks(repo):
+    for c in cl.load_checks(repo):
         assert c.profile in profiles, c.name
         for patch in c.extra_patches:
             assert (repo / patch).is_file(), f"{c.name}: {patch}"
@@ -216,7 +217,7 @@ def test_check_run_prints_one_line_not_the_summary(capsys: pytest.CaptureFixture
 
 def failing_at(name: str, error: BaseException, ran: list[str]) -> ck.Runner:
     """A check runner that passes every check but name, which raises error."""
-    def runner(c: ck.Check) -> rp.Report:
+    def runner(c: cl.Check) -> rp.Report:
         ran.append(c.name)
         if c.name == name:
             raise error
@@ -224,8 +225,8 @@ def failing_at(name: str, error: BaseException, ran: list[str]) -> ck.Runner:
     return runner
 
 
-def checks(n: int) -> list[ck.Check]:
-    return [ck.Check(name=f"c{i}", profile="um-lockdep") for i in range(n)]
+def checks(n: int) -> list[cl.Check]:
+    return [cl.Check(name=f"c{i}", profile="um-lockdep") for i in range(n)]
 
 
 def test_run_checks_stops_at_an_infrastructure_error(capsys: pytest.CaptureFixture[str]) -> None:

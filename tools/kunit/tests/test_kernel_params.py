@@ -13,6 +13,7 @@ import pytest
 
 from cgkunit import bench as bb
 from cgkunit import check as ck
+from cgkunit import checklist as cl
 from cgkunit import cli, deps, fetch, pipeline, run
 from cgkunit import profile as pf
 from cgkunit import coverage as cov
@@ -230,15 +231,15 @@ def test_valid_parameters_reach_the_run(tmp_path: Path, monkeypatch: pytest.Monk
 
 
 def test_checks_json_names_are_checked_too(tmp_path: Path) -> None:
-    found = ck.load_checks(REPO)  # the real one (bad-parameters passes bad values, good names)
+    found = cl.load_checks(REPO)  # the real one (bad-parameters passes bad values, good names)
     assert found[0].name == "bad-parameters" and len(found[0].kernel_args) == 4
     repo = fake_suite(tmp_path)
-    write_files(repo, {str(ck.CHECKS_FILE): json.dumps({"checks": [
+    write_files(repo, {str(cl.CHECKS_FILE): json.dumps({"checks": [
         {"name": "typo", "profile": PROFILE, "kernel_args": ["cgroup_kunit.thread=4"]}]}),
         f"{pf.PROFILES_DIR}/{PROFILE}.config": "#@ arch: um\n"})
     with pytest.raises(DriverError) as exc:
-        ck.load_checks(repo)
-    assert str(exc.value) == (f"{repo / ck.CHECKS_FILE}: typo: kernel_args: unknown parameter "
+        cl.load_checks(repo)
+    assert str(exc.value) == (f"{repo / cl.CHECKS_FILE}: typo: kernel_args: unknown parameter "
                               "cgroup_kunit.thread (the suite has: duration_ms, provoke, seed, "
                               "threads)")
 
@@ -391,7 +392,7 @@ def test_bench_with_a_refused_value(bench_env: dict[str, Path],  # noqa: F811
 # --- checks judge the refusal themselves ----------------------------------------------------
 
 def test_the_bad_parameters_check_still_passes() -> None:
-    [bad] = [c for c in ck.load_checks(REPO) if c.name == "bad-parameters"]
+    [bad] = [c for c in cl.load_checks(REPO) if c.name == "bad-parameters"]
     r = parse()
     out = ck.evaluate(bad, r)
     assert out.ok, out.problems
@@ -399,13 +400,13 @@ def test_the_bad_parameters_check_still_passes() -> None:
 
 
 def test_a_check_that_does_not_expect_a_refusal_fails() -> None:
-    plain = ck.parse_checks({"checks": [{"name": "p", "profile": PROFILE,
+    plain = cl.parse_checks({"checks": [{"name": "p", "profile": PROFILE,
                                          "kernel_args": ["cgroup_kunit.threads=99"]}]})[0]
     out = ck.evaluate(plain, parse())
     assert not out.ok and out.problems[0] == \
         "the suite refused cgroup_kunit.threads=99: want 1..64, or 0 for each case's own list"
     assert len(out.problems) == 4
-    partly = ck.parse_checks({"checks": [{"name": "p", "profile": PROFILE,
+    partly = cl.parse_checks({"checks": [{"name": "p", "profile": PROFILE,
                                           "expect_console": ["threads=99: want 1..64",
                                                              "seed=banana: want"]}]})[0]
     assert [p.split("=")[0] for p in ck.evaluate(partly, parse()).problems] == [

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from cgkunit import check as ck
+from cgkunit import checklist as cl
 from cgkunit import report as rp
 from cgkunit.common import DriverError
 from conftest import DATA
@@ -211,24 +212,24 @@ def test_build_report_takes_the_stops_from_exec_json(tmp_path: Path) -> None:
 
 def test_a_stopped_boot_in_the_expected_case_satisfies_a_crash_tolerant_check() -> None:
     r = parse("storm_warning_loop.log", STORM)
-    tolerant = ck.Check(name="t", profile="x86_64-lockdep",
+    tolerant = cl.Check(name="t", profile="x86_64-lockdep",
                         expect_fail=["cgroup_css_set.cset_migrate_churn*"],
                         expect_status="fail|crash")
     assert ck.evaluate(tolerant, r).ok
-    strict = ck.Check(name="s", profile="x86_64-lockdep",
+    strict = cl.Check(name="s", profile="x86_64-lockdep",
                       expect_fail=["cgroup_css_set.cset_migrate_churn*"])
     assert ck.evaluate(strict, r).problems == ["run status crash, expected fail"]
 
 
 def test_the_isolate_key_of_a_check() -> None:
-    [a, b, c] = ck.parse_checks([{"name": "a", "profile": "p", "isolate": "suite"},
+    [a, b, c] = cl.parse_checks([{"name": "a", "profile": "p", "isolate": "suite"},
                                  {"name": "b", "profile": "p", "isolate": "none"},
                                  {"name": "c", "profile": "p"}])
     assert (a.isolate, b.isolate, c.isolate) == ("suite", "none", "")
-    assert ck.check_isolate(a, None) == "suite" and ck.check_isolate(a, "") == "suite"
-    assert ck.check_isolate(b, "suite") == ""
-    assert ck.check_isolate(c, "test") == "test" and ck.check_isolate(c, None) is None
+    assert cl.check_isolate(a, None) == "suite" and cl.check_isolate(a, "") == "suite"
+    assert cl.check_isolate(b, "suite") == ""
+    assert cl.check_isolate(c, "test") == "test" and cl.check_isolate(c, None) is None
     with pytest.raises(DriverError, match="isolate must be one of suite, test or none, got 'cases'"):
-        ck.parse_checks([{"name": "a", "profile": "p", "isolate": "cases"}])
+        cl.parse_checks([{"name": "a", "profile": "p", "isolate": "cases"}])
     with pytest.raises(DriverError, match="a: isolate must be a string"):
-        ck.parse_checks([{"name": "a", "profile": "p", "isolate": True}])
+        cl.parse_checks([{"name": "a", "profile": "p", "isolate": True}])
