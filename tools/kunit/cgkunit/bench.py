@@ -39,7 +39,8 @@ from . import pipeline, plot, procs, stats
 from . import profile as profiles
 from .common import DriverError, read_json, say, write_json
 from .params import MAX_SEED
-from .report import Report, exit_code, format_summary, raise_refused
+from .report import Report, exit_code, raise_refused
+from .summary import format_summary
 from .run import build
 from .tree import PreparedTree, ensure_base_worktree, kernel_commit, series_names
 

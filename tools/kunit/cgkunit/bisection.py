@@ -36,6 +36,7 @@ from typing import Any, Callable, Iterator, Sequence
 from . import pipeline
 from . import profile as profiles
 from . import report as rp
+from . import titles
 from .boots import FAIL, PASS, Outcome, Replay, RunRecord, aggregate, stress_loop
 from .checklist import load_checks
 from .commits import (BASE, Workspace, clone_path, ensure_clone, prepared_commits, series_pick,
@@ -44,8 +45,8 @@ from .common import (DriverError, fmt_time, overlaps, pct, plural, read_json, ru
                      write_json)
 from .params import (SEED_PARAM, check_filter, check_kernel_args, draw_seeds, seed_in_args,
                      without_seed)
-from .report import replay_env
 from .stats import wilson
+from .summary import replay_env
 from .tree import (AUTHOR_ENV, GIT_CONFIG, apply_patch, git, kernel_commit, rev, series_names,
                    validate_kernel_src)
 
@@ -59,9 +60,6 @@ CODES = {"good": GOOD, "bad": BAD, "skip": SKIP}
 MIN_CONFIDENCE = 0.66
 RUNS = (1, 1000)
 AUTO = "auto"
-# the first part of a signature key (signature.py): report kinds, the crash/hang/fail
-# keys, and "<status>:unclassified"
-KINDS = sorted(({k for k, _ in rp.TITLES} | {"fail", "crash", "hang"} | set(rp.STATUS_EXIT)) - {"pass"})
 FIRST_BAD = "# first bad commit: ["
 POSSIBLE = "# possible first bad commit: ["
 SELFTEST_CHECK = "leaked-reference"  # checks.json entry whose breakage patch is the culprit
@@ -115,15 +113,23 @@ def parse_runs(text: str) -> int:
     return n
 
 
+def signature_kinds() -> list[str]:
+    """The first part of a signature key (signature.py): report kinds, the crash/hang/fail
+    keys, and "<status>:unclassified"."""
+    reports = {t.kind for t in titles.table().entries}
+    return sorted((reports | {"fail", "crash", "hang"} | set(rp.STATUS_EXIT)) - {"pass"})
+
+
 def check_signature(spec: str) -> str:
     """SIGNATURE: auto, or a key as make stress prints it (kind:details; '*' and '?' as
     wildcards); DriverError for anything else."""
     if spec == AUTO:
         return spec
     kind, sep, rest = spec.partition(":")
-    if not sep or not rest.strip() or kind not in KINDS:
+    kinds = signature_kinds()
+    if not sep or not rest.strip() or kind not in kinds:
         raise DriverError(f"SIGNATURE={spec!r}: unknown format; want auto or a key as make stress "
-                          f"prints it, <kind>:<details> with kind one of {', '.join(KINDS)}")
+                          f"prints it, <kind>:<details> with kind one of {', '.join(kinds)}")
     return spec
 
 

@@ -20,6 +20,7 @@ from .params import SEED_PARAM, param_name
 from .run import read_exec_info
 from .signature import Signature, signatures
 from .stats import wilson
+from .summary import replay_case, replay_line
 
 INFRA_STATUSES = ("boot-timeout", "no-tests")  # the kernel never reached KUnit / ran nothing
 INFRA_IN_A_ROW = 3  # this many infrastructure errors in a row stop the loop: the machine's
@@ -45,7 +46,7 @@ class Replay:
         words = list(printed)
         if not any(param_name(w) == SEED_PARAM for w in words):
             words.insert(0, f"{SEED_PARAM}={seed}")
-        return rp.replay_line(self.target, words, self.kernel_args, case or self.filter_glob,
+        return replay_line(self.target, words, self.kernel_args, case or self.filter_glob,
                               self.env)
 
 
@@ -115,7 +116,7 @@ def failing_case(report: rp.Report, sig: Signature,
     """(suite.case, the parameters the suite printed for it) of a signature; ("", []) when
     it happened outside a case (during boot, in a suite's init)."""
     t = index.get(sig.test)
-    found = rp.replay_case(report, t, index) if t is not None else None
+    found = replay_case(report, t, index) if t is not None else None
     return found if found is not None else ("", [])
 
 

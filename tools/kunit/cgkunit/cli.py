@@ -17,7 +17,7 @@ from . import check as checks
 from . import checklist
 from . import bisection
 from . import deps, mbox, module_run, pipeline, stress
-from . import series_check
+from . import series_check, titles
 from .common import (BASE_FILE, DriverError, build_root, check_build_dir, env_flag, error_line,
                      find_repo_root, flag_value, inside, one_line, read_text_file, safe_name,
                      say, user_path)
@@ -26,8 +26,8 @@ from .lock import WAIT_ENV, BuildLock
 from .params import check_filter, check_kernel_args
 from .profile import (MAKE_TARGETS, accel_mode, isolate_mode, list_profiles, load_profile,
                       results_dir)
-from .report import (EXIT_ERROR, EXIT_HELP, EXIT_INTERRUPTED, Report, exit_code, format_summary,
-                     raise_refused)
+from .report import EXIT_ERROR, EXIT_HELP, EXIT_INTERRUPTED, Report, exit_code, raise_refused
+from .summary import format_summary
 from .tree import hook_message, read_series, validate_kernel_src
 
 DESCRIPTION = """Drive the cgroup KUnit suite: fetch the pinned base, prepare a git tree
@@ -640,6 +640,11 @@ def _terminate(signum: int, frame: object) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse argv, run, map errors to exit status 2 (one line: no traceback for bad input or
     a file the driver cannot read or write) and Ctrl-C or SIGTERM to 130."""
+    try:  # every command that reads a console needs them: a bad header is bad input first
+        titles.table()
+    except (DriverError, OSError, UnicodeError, ValueError) as e:
+        print(f"cgkunit: error: {error_line(e)}", file=sys.stderr, flush=True)
+        return EXIT_ERROR
     words = list(sys.argv[1:] if argv is None else argv)
     for var in MAKE_ENV:
         os.environ.pop(var, None)

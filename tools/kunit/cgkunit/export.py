@@ -1,6 +1,8 @@
-"""results.ktap, results.xml (JUnit) and results.json (KernelCI) from a Report.
+"""The files a run's report is written to: summary.json (the report, its replay commands and
+failure signatures) and summary.txt (the one-screen summary), and for other tools
+results.ktap, results.xml (JUnit) and results.json (KernelCI).
 
-The JSON has the keys kunit.py's --json writes (tools/testing/kunit/kunit_json.py) and
+results.json has the keys kunit.py's --json writes (tools/testing/kunit/kunit_json.py) and
 the JUnit the nesting of its --junit (kunit_junit.py): a test with subtests is a group
 (testsuite), any other a case. The statuses are the report's, so a case under which a
 report was printed is a failure here too; a crash point (the test running when the
@@ -17,7 +19,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Union
 
-from .report import POINT_LEVELS, Report, TestResult, _first_failure, _grouped, _splat_line
+from .common import write_json
+from .report import POINT_LEVELS, Report, TestResult
+from .signature import signatures
+from .summary import first_failure, format_summary, grouped, not_run_hints, replay_hints, splat_line
 
 # the report's status -> kunit_json.py's (a crash is kunit.py's TEST_CRASHED: ERROR)
 JSON_STATUS = {"PASS": "PASS", "SKIP": "SKIP", "FAIL": "FAIL", "CRASH": "ERROR"}
@@ -88,8 +93,8 @@ def kernelci_json(report: Report) -> dict[str, Any]:
 def _failure(t: TestResult) -> tuple[str, str]:
     """(message, text) of a failed test: its first report or failure, then its reports,
     notes and diagnostics."""
-    reports = [_splat_line(s, n) for s, n in _grouped(t.splats)]
-    message = next(iter(reports + _first_failure(t.diagnostics) + t.notes), "failed")
+    reports = [splat_line(s, n) for s, n in grouped(t.splats)]
+    message = next(iter(reports + first_failure(t.diagnostics) + t.notes), "failed")
     return message, "\n".join(reports + t.notes + t.diagnostics)
 
 
@@ -155,3 +160,34 @@ def write_results(report: Report, results: Path) -> None:
     for key, (name, text) in files.items():
         (results / name).write_text(text)
         report.files[key] = str(results / name)
+
+
+def report_json(report: Report) -> dict[str, Any]:
+    """The report as summary.json holds it, with the commands that replay its failures or
+    run what it never reached (write_summary adds its failure signatures)."""
+    return {"profile": report.profile, "tree": report.tree, "base": report.base,
+            "status": report.status, "verdict": report.verdict,
+            "counts": vars(report.counts).copy(), "elapsed": round(report.elapsed, 3),
+            "tests": [t.to_json() for t in report.tests],
+            "splats": [s.to_json() for s in report.splats], "notes": report.notes,
+            "expected_splats": [s.to_json() for s in report.expected],
+            "console_log": report.console_log, "files": report.files,
+            "replay": replay_hints(report), "stops": report.stops,
+            "not_run": [n.to_json() for n in report.not_run],
+            "not_run_hints": not_run_hints(report), "isolate": report.isolate,
+            "bad_parameters": [p.to_json() for p in report.bad_parameters],
+            "replay_env": report.replay_env}
+
+
+def write_summary(report: Report, results: Path) -> tuple[Path, Path]:
+    """Write results.ktap, .xml and .json, summary.json (the report and its failure
+    signatures) and summary.txt."""
+    results.mkdir(parents=True, exist_ok=True)
+    write_results(report, results)
+    js, txt = results / "summary.json", results / "summary.txt"
+    report.files["summary"] = str(js)
+    data = report_json(report)
+    data["signatures"] = [s.to_json() for s in signatures(report)]
+    write_json(js, data)
+    txt.write_text(format_summary(report))
+    return js, txt

@@ -28,10 +28,12 @@ from . import profile as profiles
 from .common import DriverError, read_text_file, run_logged, say, user_path, write_json
 from .params import SUITE_MODULE, param_rules, refused_value, suite_parameters
 from .pipeline import choose_qemu, prepare
-from .report import (INTERRUPTED, Report, build_report, format_summary, strip_prefix,
-                     write_summary)
+from .console import build_report, strip_prefix
+from .export import write_summary
+from .report import INTERRUPTED, Report
 from .run import (HANG_S, ExecResult, StopRules, build, build_failure, kunit_env, new_results,
                   watch)
+from .summary import format_summary
 
 MODULE_RUN_KCONFIG = (
     "CONFIG_MODULES=y", "CONFIG_MODULE_UNLOAD=y", "CONFIG_CGROUP_KUNIT_TEST=m",

@@ -8,8 +8,11 @@ from typing import Callable, Sequence
 from . import profile as profiles
 from .common import DriverError, InfraError, read_json, say
 from .fetch import BaseSource, fetch_base
-from .report import Report, build_report, format_summary, replay_env, write_summary
+from .console import build_report
+from .export import write_summary
+from .report import Report
 from .run import ExecResult, Interrupted, build, exec_tests, kernel_image, read_exec_info
+from .summary import format_summary, replay_env
 from .tree import PreparedTree, prepare_tree
 
 

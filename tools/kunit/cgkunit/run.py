@@ -19,14 +19,15 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from . import procs
-from . import report as rp
-from .report import INTERRUPTED
 from .common import DriverError, HEARTBEAT_S, read_json, run_logged, say, write_json
+from .console import ConsoleState, classify, heartbeat, numbered_boot, strip_prefix
 from .params import (DEFAULT_DURATION_MS, DURATION, DYNMODS, DYNMODS_ON, DYNMODS_SUITE,
                      SUITE_MODULE, check_filter, duration_ms, dynmods_cases, sets)
 from .profile import (CRASH_GRACE_S, POST_REPORT_SILENCE_S, STORM_REPEATS, STORM_WINDOW_S,
                       Profile, out_dir)
 from .progress import BuildProgress
+from .report import INTERRUPTED, STOPPED, Report, Splat
+from .titles import title_key
 
 KUNIT_PY = Path("tools") / "testing" / "kunit" / "kunit.py"
 HANG_S = 300.0
@@ -95,7 +96,7 @@ class Stop:
 
     @property
     def verdict(self) -> str:
-        return rp.STOPPED + self.reason
+        return STOPPED + self.reason
 
     def to_json(self) -> dict[str, Any]:
         return {"rule": self.rule, "reason": self.reason, "at": round(self.at, 1),
@@ -284,7 +285,7 @@ def join_boots(execs: Sequence[ExecResult], planned: int, dest: Path) -> ExecRes
     with open(dest, "w", newline="") as out:
         for i, ex in enumerate(execs, 1):
             with open(ex.console_log, errors="backslashreplace", newline="") as console:
-                out.writelines(rp.numbered_boot(line, i, planned) for line in console)
+                out.writelines(numbered_boot(line, i, planned) for line in console)
     return ExecResult(
         verdict=next((ex.verdict for ex in execs if ex.verdict != "completed"), "completed"),
         console_log=dest, elapsed=sum(ex.elapsed for ex in execs),
@@ -310,13 +311,30 @@ def _kill(proc: subprocess.Popen[str], known: set[int]) -> None:
     procs.kill_below(proc.pid, known)
 
 
+# How the watchdog treats a report, by the kind report_titles.h gives it. A single report
+# of any other kind (WARNING, KCSAN, KASAN, refcount_t, UBSAN, a non-fatal BUG) never stops
+# a boot: the oracle fails the case and KUnit goes on.
+PANIC_KINDS = ("panic",)
+STALL_KINDS = {"lockdep": "lockdep", "hung": "hung-task", "rcu-stall": "RCU stall",
+               "lockup": "lockup"}
+CRASH_TITLE = re.compile(r"^(?:kernel BUG at |BUG: (?:unable to handle|kernel NULL pointer dereference))")
+
+
+def is_crash(splat: Splat) -> bool:
+    """An Oops-class report (a task died in the kernel; the kernel may or may not go on)."""
+    if splat.kind == "oops":
+        return True
+    return splat.kind == "bug" and (bool(CRASH_TITLE.match(splat.title))
+                                    or any(classify(r) == "oops" for r in splat.related))
+
+
 def _short(title: str) -> str:
-    title = rp.title_key(title)
+    title = title_key(title)
     return title if len(title) <= TITLE_MAX else title[:TITLE_MAX - 3] + "..."
 
 
 def _label(kind: str) -> str:
-    return rp.STALL_KINDS.get(kind, "Oops" if kind in ("oops", "bug") else kind)
+    return STALL_KINDS.get(kind, "Oops" if kind in ("oops", "bug") else kind)
 
 
 class Watchdog:
@@ -334,7 +352,7 @@ class Watchdog:
         self.start = self.boot_start = self.last_output = start
         self.boot, self.boots = 0, 0
         self.beat: tuple[str, int] | None = None  # the last heartbeat: case, steps
-        self.console = rp.ConsoleState()
+        self.console = ConsoleState()
         self.stop: Stop | None = None
         self.halted_at: float | None = None
         self._reset()
@@ -348,14 +366,14 @@ class Watchdog:
         """Forget the failure states (a new kunit.py boot)."""
         self.results = self.console.results
         self._seen = len(self.console.splats)
-        self._last: tuple[rp.Splat, str, bool] | None = None
-        self.panic: tuple[float, rp.Splat] | None = None
-        self.crash: tuple[float, int, rp.Splat, bool] | None = None  # at, results, report, booted
-        self.stall: tuple[float, rp.Splat] | None = None
+        self._last: tuple[Splat, str, bool] | None = None
+        self.panic: tuple[float, Splat] | None = None
+        self.crash: tuple[float, int, Splat, bool] | None = None  # at, results, report, booted
+        self.stall: tuple[float, Splat] | None = None
         self.storm: dict[tuple[str, str], list[Any]] = {}
 
     def saw(self, line: str, now: float) -> None:
-        beat = rp.heartbeat(rp.strip_prefix(line))
+        beat = heartbeat(strip_prefix(line))
         if beat is None or beat != self.beat:
             self.last_output = now
         self.beat = beat or self.beat
@@ -377,16 +395,16 @@ class Watchdog:
             self._arm(s, now)
         self._seen = len(splats)
 
-    def _arm(self, s: rp.Splat, now: float) -> None:
-        self._last = (s, s.kind, rp.is_crash(s))
-        if s.kind in rp.PANIC_KINDS:
+    def _arm(self, s: Splat, now: float) -> None:
+        self._last = (s, s.kind, is_crash(s))
+        if s.kind in PANIC_KINDS:
             self.panic = self.panic or (now, s)
-        elif rp.is_crash(s):
+        elif is_crash(s):
             self.crash = self.crash or (now, self.results, s, self.booted)
-        elif s.kind in rp.STALL_KINDS:
+        elif s.kind in STALL_KINDS:
             self.stall = self.stall or (now, s)
         # lockup and stall reports name their seconds and tasks: any of a kind is a repeat
-        key = (s.kind, "" if s.kind in rp.STALL_KINDS else rp.title_key(s.title))
+        key = (s.kind, "" if s.kind in STALL_KINDS else title_key(s.title))
         entry = self.storm.setdefault(key, [0, now, s])
         entry[0] += 1
 
@@ -395,12 +413,12 @@ class Watchdog:
         report when their title follows, a BUG gains its Oops line."""
         assert self._last is not None
         s, kind, crash = self._last
-        if s.kind == kind and rp.is_crash(s) == crash:
+        if s.kind == kind and is_crash(s) == crash:
             return
-        self._last = (s, s.kind, rp.is_crash(s))
-        if s.kind in rp.STALL_KINDS:
+        self._last = (s, s.kind, is_crash(s))
+        if s.kind in STALL_KINDS:
             self.stall = self.stall or (now, s)
-        elif rp.is_crash(s) and not crash:
+        elif is_crash(s) and not crash:
             self.crash = self.crash or (now, self.results, s, self.booted)
 
     def halt(self, now: float) -> None:
@@ -422,7 +440,7 @@ class Watchdog:
             return "hang"
         return None
 
-    def _stop(self, rule: str, reason: str, s: rp.Splat, now: float) -> Stop:
+    def _stop(self, rule: str, reason: str, s: Splat, now: float) -> Stop:
         return Stop(rule=rule, reason=reason, at=now - self.start, report=s.title,
                     line=s.line_no, boot=self.boot, boots=self.boots)
 
@@ -566,7 +584,7 @@ class Interrupted(KeyboardInterrupt):
     """Ctrl-C or SIGTERM during a boot whose console had something: what it wrote is in its
     results directory (exec.json's verdict "interrupted"), and the report, once made."""
 
-    def __init__(self, result: ExecResult, report: rp.Report | None = None) -> None:
+    def __init__(self, result: ExecResult, report: Report | None = None) -> None:
         super().__init__(INTERRUPTED)
         self.result = result
         self.report = report

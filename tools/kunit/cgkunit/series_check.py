@@ -6,7 +6,7 @@ at a later one), one after another in a private shared clone of the prepared tre
 commit (commits.Workspace): check it out, hook the suite into its work tree, build the
 profile into a build directory of its own (<build>/out/<profile>+series-check, so
 consecutive commits build incrementally), boot it once with the kernel arguments and a
-seed, and read the console with report.py. The suite's Makefile builds only the suite files
+seed, and read the console with console.py. The suite's Makefile builds only the suite files
 whose hooks the commit has: which ones did is read from kbuild's command for
 lib/kunit-cgroup/built-in.a.
 

@@ -15,7 +15,7 @@ pids, CPUs, timestamps, seeds and counts (the base of stress and bisect):
   crash:cgroup_css_set.cset_migrate_churn              the case running when the kernel stopped
   hang:...                                             ... when it hung (hang, timeout, silence)
 
-Everything comes from the Report (its splats and tests); the few fields report.py does
+Everything comes from the Report (its splats and tests); the few fields a Report does
 not keep (lock classes, RIP, the caller in a call trace) are read from the console
 lines a splat points at.
 """
@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from . import report as rp
+from .console import strip_prefix
+from .titles import title_key
 
 HEX = re.compile(r"0x[0-9a-fA-F]+|\b(?=[a-fA-F]*\d)[0-9a-fA-F]{8,}\b")
 NUMBER = re.compile(r"\d+")
@@ -178,7 +180,7 @@ def splat_key(s: rp.Splat, lines: Sequence[str], stop: int, rip_stop: int) -> st
         else:
             what = _slug(re.split(r"[,:!]| at | - ", re.sub(r"^BUG: ", "", s.title))[0])
         return _join(s.kind, what, _location(lines, start, stop, rip_stop))
-    return _join(s.kind, normalize(rp.title_key(s.title)))
+    return _join(s.kind, normalize(title_key(s.title)))
 
 
 def _fail_message(t: rp.TestResult) -> str:
@@ -225,7 +227,7 @@ def console_lines(report: rp.Report) -> list[str]:
     path = Path(report.console_log) if report.console_log else None
     if path is None or not path.is_file():
         return []
-    return [rp.strip_prefix(ln) for ln in path.read_text(errors="backslashreplace").splitlines()]
+    return [strip_prefix(ln) for ln in path.read_text(errors="backslashreplace").splitlines()]
 
 
 def occurrences(report: rp.Report, lines: Sequence[str] | None = None) -> list[Signature]:
@@ -244,7 +246,7 @@ def occurrences(report: rp.Report, lines: Sequence[str] | None = None) -> list[S
         key = splat_key(s, lines, min(nxt, start + SPLAT_WINDOW),
                         min(nxt_other, start + CRASH_WINDOW))
         out.append(Signature(key=key, kind=key.split(":", 1)[0], test=s.test,
-                             line_no=s.line_no, title=rp.title_key(s.title)[:160]))
+                             line_no=s.line_no, title=title_key(s.title)[:160]))
     for t in report.tests:
         if t.status == "FAIL" and t.kunit_status == "FAIL" and not t.children \
                 and t.line_no is not None and not t.splats:

@@ -22,8 +22,8 @@ from .boots import (BAD_INPUT, FAIL, INFRA, PASS, Outcome, Replay, RunRecord, ag
 from .common import DriverError, pct, say, write_json
 from .machine import host_cpu_model
 from .params import MAX_SEED, SEED_PARAM, draw_seeds, seed_in_args, without_seed
-from .report import replay_env
 from .stats import wilson
+from .summary import replay_env
 
 RUNS = (1, 10000)
 RESULTS = Path("results") / "stress"

@@ -1,15 +1,18 @@
 """The titles of kernel reports, from lib/kunit-cgroup/report_titles.h: the one table the
 suite's console oracle (harness.c, with the kernel's glob_match()) and the report reader
-(report.py) both match console lines against, first match wins.
+(console.py) both match console lines against, first match wins.
 
 Each line CGK_REPORT("kind", "name", "pattern") of the header is an entry: kind is the
 driver's word for the report (Splat.kind, failure signatures), name the oracle's (what it
 prints: 'oracle: <name> report while the case ran: ...'), pattern a glob(7) over the whole
 line. fnmatch.fnmatchcase() matches as glob_match() does for the patterns the header may
-hold (* ? [...] [!...], no backslash) on ASCII lines."""
+hold (* ? [...] [!...], no backslash) on ASCII lines. The project's table is read once,
+when first needed (table()): cli.main asks for it before anything else, so a missing or
+broken header is bad input whatever the command."""
 from __future__ import annotations
 
 import fnmatch
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +25,7 @@ MACRO = "CGK_REPORT"
 # CGK_REPORT("kind", "name", "pattern"), alone on its line: C strings without escapes
 ENTRY = re.compile(rf'^{MACRO}\(\s*"([^"\\]*)"\s*,\s*"([^"\\]*)"\s*,\s*"([^"\\]*)"\s*\)$')
 KIND = re.compile(r"[a-z][a-z0-9_-]*")
+WHERE_SUFFIX = re.compile(r",? CPU#\d+: \S+$|CPU: \d+ PID: \d+ ")
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,38 @@ def parse(text: str, where: str) -> list[ReportTitle]:
 
 def load(repo: Path | None = None) -> list[ReportTitle]:
     """The entries of repo's header (default: the project this driver is in, whatever else
-    of it is missing: this runs when report.py is imported)."""
+    of it is missing: table() reads it before anything else is looked for)."""
     path = (repo if repo is not None else DRIVER_REPO) / HEADER
     return parse(read_text_file(path), str(path))
+
+
+@dataclass(frozen=True)
+class Table:
+    """The entries as the report reader matches them: all patterns in one regex, a named
+    group each (t<index>), so one match a line finds the first entry that fits it."""
+    entries: tuple[ReportTitle, ...]
+    any_title: re.Pattern[str]
+    oracle_kinds: dict[str, str]  # the oracle's name of each kind (what harness.c prints) -> kind
+
+    @classmethod
+    def of(cls, entries: list[ReportTitle]) -> "Table":
+        return cls(entries=tuple(entries),
+                   any_title=re.compile("|".join(f"(?P<t{i}>{t.regex.pattern})"
+                                                 for i, t in enumerate(entries))),
+                   oracle_kinds={t.name: t.kind for t in entries})
+
+    def kind(self, line: str) -> str | None:
+        """The kind of the first entry whose pattern matches line; None when none does."""
+        m = self.any_title.match(line)
+        return self.entries[int(m.lastgroup[1:])].kind if m is not None and m.lastgroup else None
+
+
+@functools.cache
+def table() -> Table:
+    """The table of the project this driver is in, read when first asked for."""
+    return Table.of(load())
+
+
+def title_key(title: str) -> str:
+    """A title without the CPU and task it happened on, which vary per report."""
+    return WHERE_SUFFIX.sub("", title)

@@ -29,6 +29,7 @@ from cgkunit import bench as bb
 from cgkunit import machine as mc
 from cgkunit import plot, procs, stats
 from cgkunit import profile as pf
+from cgkunit import console as cr
 from cgkunit import report as rp
 from cgkunit import run
 from cgkunit import tree as tr
@@ -58,7 +59,7 @@ def real_machine(**kw: Any) -> bb.Machine:
 
 @pytest.fixture(scope="module")
 def reports() -> dict[str, list[rp.Report]]:
-    return {v: [rp.parse_console(console(v, r)) for r in range(3)] for v in bb.VARIANTS}
+    return {v: [cr.parse_console(console(v, r)) for r in range(3)] for v in bb.VARIANTS}
 
 
 @pytest.fixture(scope="module")
@@ -119,9 +120,9 @@ def rate(count: int, ns: int) -> float:
     ("    # bench_ucount_charge: metric: bench_machine vcpus=2", {"name": "bench_machine", "vcpus": 2}),
 ])
 def test_parse_metric(line: str, want: dict[str, int | str]) -> None:
-    text = rp.DIAG.match(rp.strip_prefix(line).strip())
+    text = cr.DIAG.match(cr.strip_prefix(line).strip())
     assert text is not None
-    assert rp.parse_metric(text.group(2)) == want
+    assert cr.parse_metric(text.group(2)) == want
 
 
 def test_real_console_metrics(reports: dict[str, list[rp.Report]]) -> None:
@@ -1223,8 +1224,8 @@ def test_bench_end_to_end(bench_env: dict[str, Path], real: bb.Aggregate,
         for r in range(3):
             d = results / f"um-bench+{v}{ROUND_SUFFIX[r]}"
             assert json.loads((d / "summary.json").read_text())["status"] == "pass"
-            assert rp.parse_console((d / "console.log").read_text()).metrics() == \
-                rp.parse_console(console(v, r)).metrics()
+            assert cr.parse_console((d / "console.log").read_text()).metrics() == \
+                cr.parse_console(console(v, r)).metrics()
     data = json.loads((results / "bench" / "bench.json").read_text())
     m = data["machine"]
     assert (m["vcpus"], m["host_cores"], m["accel"], m["reps"], m["rounds"], m["seed"]) == \

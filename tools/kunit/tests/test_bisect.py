@@ -14,7 +14,7 @@ import pytest
 
 from cgkunit import bisection as bs
 from cgkunit import cli
-from cgkunit import report as rp
+from cgkunit import console as cr
 from cgkunit import boots as bt
 from cgkunit.common import DriverError
 from cgkunit.params import MAX_SEED
@@ -31,7 +31,7 @@ def record(tmp: Path, log: str, run: int = 1, seed: int = 100) -> bt.RunRecord:
     results = tmp / f"run-{run}-{log}"
     results.mkdir(parents=True, exist_ok=True)
     (results / "console.log").write_text((DATA / log).read_text(errors="backslashreplace"))
-    report = rp.build_report(results / "console.log", "completed", profile="um-lockdep")
+    report = cr.build_report(results / "console.log", "completed", profile="um-lockdep")
     return bt.classify(report, run, seed, REPLAY)
 
 

@@ -9,6 +9,7 @@ from cgkunit import check as ck
 from cgkunit import checklist as cl
 from cgkunit import pipeline as pl
 from cgkunit import profile as pf
+from cgkunit import console as cr
 from cgkunit import report as rp
 from cgkunit.common import DriverError
 from conftest import DATA, KUNIT_DIR
@@ -20,7 +21,7 @@ KCSAN = cl.Check(name="oracle-kcsan", profile="x86_64-kcsan", kernel_args=["cgro
 
 
 def report(name: str) -> rp.Report:
-    return rp.parse_console((DATA / name).read_text())
+    return cr.parse_console((DATA / name).read_text())
 
 
 def ktap(cases: list[tuple[str, str]], splat_in: str = "") -> rp.Report:
@@ -35,7 +36,7 @@ def ktap(cases: list[tuple[str, str]], splat_in: str = "") -> rp.Report:
         lines.append(f"    {res} {n} {name}")
     bad = any(r == "not ok" for _, r in cases)
     lines.append(f"{'not ok' if bad else 'ok'} 1 cgroup_kunit_oracle")
-    return rp.parse_console("\n".join(lines))
+    return cr.parse_console("\n".join(lines))
 
 
 def test_the_repo_checks_file_loads() -> None:
@@ -140,11 +141,10 @@ def test_run_checks_table_and_exit_codes() -> None:
 
 def test_expect_console_lines(tmp_path: Path) -> None:
     from cgkunit import check as ck
-    from cgkunit import report as rp
     log = tmp_path / "console.log"
     log.write_text("cgroup_kunit: threads=99: want 1..64, or 0 for each case's own list\n"
                    "KTAP version 1\n1..1\nok 1 s\n")
-    r = rp.parse_console(log.read_text(), "completed")
+    r = cr.parse_console(log.read_text(), "completed")
     r.console_log = str(log)
     want = cl.parse_checks({"checks": [{"name": "p", "profile": "um-lockdep",
                                         "expect_console": ["threads=99: want 1..64"]}]})[0]
@@ -157,9 +157,8 @@ def test_expect_console_lines(tmp_path: Path) -> None:
 
 def test_expect_status_alternatives() -> None:
     from cgkunit import check as ck
-    from cgkunit import report as rp
     log = "KTAP version 1\n1..1\n    KTAP version 1\n    # Subtest: s\n    1..1\n    not ok 1 c\nnot ok 1 s\n"
-    r = rp.parse_console(log, "completed")
+    r = cr.parse_console(log, "completed")
     either = cl.parse_checks({"checks": [{"name": "x", "profile": "um-lockdep",
                                           "expect_fail": ["s.c"], "expect_status": "fail|crash"}]})[0]
     assert ck.evaluate(either, r).ok
@@ -207,8 +206,7 @@ def test_check_run_prints_one_line_not_the_summary(capsys: pytest.CaptureFixture
     """make check injects report_line as the run's printer: one line per run, the table at
     the end (each run's full summary is in its summary.txt)."""
     from cgkunit import check as ck
-    from cgkunit import report as rp
-    report = rp.parse_console((DATA / "01_all_pass.log").read_text())
+    report = cr.parse_console((DATA / "01_all_pass.log").read_text())
     report.files["summary"] = "/r/summary.json"
     ck.report_line(report)
     err = capsys.readouterr().err.strip().splitlines()
@@ -223,7 +221,7 @@ def failing_at(name: str, error: BaseException, ran: list[str]) -> ck.Runner:
         ran.append(c.name)
         if c.name == name:
             raise error
-        return rp.parse_console((DATA / "01_all_pass.log").read_text())
+        return cr.parse_console((DATA / "01_all_pass.log").read_text())
     return runner
 
 

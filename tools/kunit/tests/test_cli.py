@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from cgkunit import console as cr
 from cgkunit import cli
 from cgkunit.profile import list_profiles
 from conftest import DATA, KUNIT_DIR
@@ -102,7 +103,7 @@ def test_isolate_option_and_environment(tmp_path: Path, monkeypatch: pytest.Monk
     def fake_run(repo: Path, build: Path, opts: pipeline.RunOptions,
                  printer: object = None) -> rp.Report:
         seen.append(opts)
-        return rp.parse_console((DATA / "01_all_pass.log").read_text())
+        return cr.parse_console((DATA / "01_all_pass.log").read_text())
     monkeypatch.setattr(pipeline, "run_profile", fake_run)
     name = (list_profiles(REPO) or ["x"])[0]
     base = ["--build-dir", str(tmp_path), "run", "--profile", name]

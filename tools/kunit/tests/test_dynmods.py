@@ -12,6 +12,8 @@ import pytest
 
 from cgkunit import module_run as mr
 from cgkunit import pipeline
+from cgkunit import console as cr
+from cgkunit import export
 from cgkunit import report as rp
 from cgkunit import run
 from cgkunit.export import kernelci_json
@@ -162,7 +164,7 @@ def statuses(report: rp.Report) -> list[tuple[str, str]]:
 
 def test_the_main_boot_alone_skips_the_dynmods_cases() -> None:
     main, _ = split_real_console()
-    r = rp.parse_console(main)
+    r = cr.parse_console(main)
     dyn = [t for t in r.tests if t.id.startswith(f"{DYNMODS_SUITE}.")]
     assert r.status == "pass" and len(dyn) == 7
     assert all(t.status == "SKIP" and t.skip_reason == SKIPPED and not t.children for t in dyn)
@@ -177,8 +179,8 @@ def test_two_consoles_merge_into_the_report_of_one_boot(tmp_path: Path) -> None:
     assert text.count("Starting KUnit Kernel (1/2)...") == 1
     assert text.count("Starting KUnit Kernel (2/2)...") == 1
     assert "(1/1)" not in text
-    report = rp.build_report(ex.console_log, ex.verdict)
-    once = rp.parse_console(REAL.read_text())
+    report = cr.build_report(ex.console_log, ex.verdict)
+    once = cr.parse_console(REAL.read_text())
     assert statuses(report) == statuses(once)
     assert vars(report.counts) == vars(once.counts)
     assert report.status == "pass" and not report.not_run and not report.notes
@@ -192,7 +194,7 @@ def test_two_consoles_merge_into_the_report_of_one_boot(tmp_path: Path) -> None:
     # JSON and JUnit: the suite once, as the second boot ran it
     groups = [g for g in kernelci_json(report)["sub_groups"] if g["name"] == DYNMODS_SUITE]
     assert len(groups) == 1 and groups[0]["misc"]["passed"] == 21
-    rp.write_summary(report, tmp_path)
+    export.write_summary(report, tmp_path)
     root = ET.parse(tmp_path / "results.xml").getroot()
     suites = [s for s in root.iter("testsuite") if s.get("name") == DYNMODS_SUITE]
     assert len(suites) == 1 and suites[0].get("skipped") == "0" and suites[0].get("tests") == "21"
@@ -210,7 +212,7 @@ def test_a_stop_in_the_second_boot_is_named_on_its_crash(tmp_path: Path) -> None
                                         [stop])], 2, tmp_path / "console.log")
     assert ex.verdict == stop.verdict and (ex.stops[0].boot, ex.stops[0].boots) == (2, 2)
     write_files(tmp_path, {"exec.json": json.dumps({"stops": [s.to_json() for s in ex.stops]})})
-    report = rp.build_report(ex.console_log, ex.verdict)
+    report = cr.build_report(ex.console_log, ex.verdict)
     [crash] = [t for t in report.tests if t.level == "crash"]
     assert crash.boot == 2 and crash.parent == f"{DYNMODS_SUITE}.migrate_idle"
     assert any("(boot 2 of 2)" in n for n in crash.notes)
@@ -226,7 +228,7 @@ def test_a_second_boot_that_never_started_is_not_run(tmp_path: Path) -> None:
     (tmp_path / "console.main.log").write_text(main)
     ex = run.join_boots([run.ExecResult("completed", tmp_path / "console.main.log", 1.0)], 2,
                         tmp_path / "console.log")
-    report = rp.build_report(ex.console_log, ex.verdict)
+    report = cr.build_report(ex.console_log, ex.verdict)
     assert [n.describe() for n in report.not_run] == [
         "1 more kunit.py boot never started (after boot 1 of 2)"]
 
@@ -281,8 +283,8 @@ def test_exec_tests_boots_twice_and_keeps_both_consoles(monkeypatch: pytest.Monk
     err = capsys.readouterr().err
     assert "boot 1 of 2: cgroup_*; cgroup_migrate_dynmods skips itself" in err
     assert "boot 2 of 2: cgroup_migrate_dynmods, cgroup_kunit.dynmods=1" in err
-    report = rp.build_report(results / "console.log", r.verdict)
-    assert statuses(report) == statuses(rp.parse_console(REAL.read_text()))
+    report = cr.build_report(results / "console.log", r.verdict)
+    assert statuses(report) == statuses(cr.parse_console(REAL.read_text()))
 
 
 def test_no_second_boot_after_a_kernel_that_never_reached_kunit(monkeypatch: pytest.MonkeyPatch,

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from cgkunit import export
+from cgkunit import console as cr
 from cgkunit import report as rp
 from conftest import DATA
 
@@ -25,8 +26,8 @@ LOGS = sorted(p.name for p in DATA.glob("*.log"))
 
 
 def written(name: str, tmp_path: Path) -> tuple[rp.Report, Path]:
-    report = rp.parse_console((DATA / name).read_text())
-    rp.write_summary(report, tmp_path)
+    report = cr.parse_console((DATA / name).read_text())
+    export.write_summary(report, tmp_path)
     return report, tmp_path
 
 
@@ -144,7 +145,7 @@ def test_json_is_what_kunit_py_writes(name: str) -> None:
     tool = kunit_tool()
     proc = subprocess.run([sys.executable, "-c", KUNIT_JSON, str(tool), str(DATA / name)],
                           capture_output=True, text=True, check=True)
-    report = rp.parse_console((DATA / name).read_text())
+    report = cr.parse_console((DATA / name).read_text())
     assert json.dumps(export.kernelci_json(report), indent=4) == proc.stdout.rstrip("\n")
 
 

@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 
 from cgkunit import params, run
-from cgkunit import report as rp
+from cgkunit import console as cr
+from cgkunit import export
+from cgkunit import summary as sm
 from cgkunit.profile import Profile
 from conftest import DATA
 from test_watchdog import T0, between, log_lines, replay
@@ -52,27 +54,28 @@ def no_line_numbers(data: Any) -> Any:
 
 
 def parsed(lines: list[str], verdict: str = "completed") -> Any:
-    return no_line_numbers(rp.parse_console("\n".join(lines) + "\n", verdict).to_json())
+    report = cr.parse_console("\n".join(lines) + "\n", verdict)
+    return no_line_numbers(export.report_json(report))
 
 
 # --- the report -------------------------------------------------------------------------
 
 def test_heartbeat_lines_are_recognised() -> None:
-    assert rp.heartbeat("    # reader_fresh: running 40 s of 600 s, 123456 steps") == \
+    assert cr.heartbeat("    # reader_fresh: running 40 s of 600 s, 123456 steps") == \
         ("reader_fresh", 123456)
-    assert rp.heartbeat("[   22.1][  T58]     # a_b: running 20 s of 1 s, 0 steps") == ("a_b", 0)
-    assert rp.heartbeat("reader_fresh: running 40 s of 600 s, 123456 steps") == \
+    assert cr.heartbeat("[   22.1][  T58]     # a_b: running 20 s of 1 s, 0 steps") == ("a_b", 0)
+    assert cr.heartbeat("reader_fresh: running 40 s of 600 s, 123456 steps") == \
         ("reader_fresh", 123456)  # the text of the diagnostic, as the walker sees it
     for other in ("    # ucount_inc_dec: 730938 steps, 4032 charges admitted, 722874 refused",
                   "    # gang_counts: cgroup_kunit: seed=1 threads=8 duration_ms=600000",
                   "    # rstat: running 40 s of 600 s"):
-        assert rp.heartbeat(other) is None
+        assert cr.heartbeat(other) is None
 
 
 def test_a_recorded_long_run_parses_as_without_its_heartbeats() -> None:
     lines = log_lines(LONG)
     assert sum(1 for ln in lines if BEAT.search(ln)) == 58
-    r = rp.parse_console("\n".join(lines) + "\n")
+    r = cr.parse_console("\n".join(lines) + "\n")
     assert r.status == "fail" and (r.counts.passed, r.counts.failed) == (1, 1)
     assert parsed(lines) == parsed(without_beats(lines))
     t = r.test("cgroup_ucount.rlimit_add_sub.8 threads")
@@ -84,7 +87,7 @@ def test_a_recorded_long_run_parses_as_without_its_heartbeats() -> None:
                                  "duration_ms=600000",
                                  "rlimit_add_sub: 24784443 steps, 136930 charges admitted, "
                                  "16386032 refused, 0 from hardirq"]
-    assert failed in t.diagnostics and failed in rp.format_summary(r)
+    assert failed in t.diagnostics and failed in sm.format_summary(r)
 
 
 WITH_GANGS = sorted(p.name for p in DATA.glob("*.log") if p.name != LONG
@@ -103,7 +106,7 @@ def test_heartbeats_change_no_golden_log(name: str) -> None:
 def test_a_run_stopped_in_a_long_case_is_named_by_its_seed_line() -> None:
     lines = log_lines(LONG)
     cut = next(i for i, ln in enumerate(lines) if "running 300 s of 600 s" in ln)
-    r = rp.parse_console("\n".join(lines[:cut + 1]) + "\n", "hang")
+    r = cr.parse_console("\n".join(lines[:cut + 1]) + "\n", "hang")
     assert r.status == "hang"
     [crash] = [t for t in r.tests if t.level == "crash"]
     assert crash.id.startswith("cgroup_ucount.ucount_inc_dec: running when the kernel stopped")
@@ -215,7 +218,7 @@ def test_a_heartbeat_without_steps_is_silence() -> None:
     lines = log_lines(LONG)
     cut = next(i for i, ln in enumerate(lines) if "running 100 s of 600 s" in ln)
     head, last = lines[:cut + 1], lines[cut]
-    stamp, steps = float(last[1:last.index("]")]), rp.heartbeat(last)[1]  # type: ignore[index]
+    stamp, steps = float(last[1:last.index("]")]), cr.heartbeat(last)[1]  # type: ignore[index]
     stuck = beats_from(last, [steps] * 19)  # up to 480 s: the workers stopped at 100 s
     r = replay(head + stuck, polled=True)
     assert r.verdict == "hang" and between(r.at, stamp + run.HANG_S, stamp + run.HANG_S + 1)

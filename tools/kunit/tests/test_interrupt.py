@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from cgkunit import console as cr
+from cgkunit import summary as sm
 from cgkunit import report as rp
 from conftest import DATA, KUNIT_DIR
 from test_pipeline import fake_run_setup
@@ -137,7 +139,7 @@ def test_interrupted_before_the_kernel_said_anything_keeps_the_earlier_run(
 
 def test_an_interrupted_console_is_not_a_crash() -> None:
     lines = (DATA / "01_all_pass.log").read_text().splitlines()[:29]
-    r = rp.parse_console("\n".join(lines) + "\n", rp.INTERRUPTED)
+    r = cr.parse_console("\n".join(lines) + "\n", rp.INTERRUPTED)
     assert r.status == "interrupted" and rp.exit_code(r.status) == rp.EXIT_INTERRUPTED == 130
     assert r.counts.crashed == 0 and not r.failed_tests()
     point = [t for t in r.tests if t.level == rp.INTERRUPTED]
@@ -145,6 +147,6 @@ def test_an_interrupted_console_is_not_a_crash() -> None:
     assert point[0].id.startswith("cgroup_ucount.ucount_inc_dec: running when the run was "
                                   "interrupted")
     assert r.test("cgroup_ucount.ucount_inc_dec.4 threads").status == "PASS"  # type: ignore[union-attr]
-    text = rp.format_summary(r)
+    text = sm.format_summary(r)
     assert text.splitlines()[0].startswith("cgkunit: ?: INTERRUPTED (run interrupted)")
     assert "CRASH" not in text

@@ -17,6 +17,9 @@ from cgkunit import checklist as cl
 from cgkunit import cli, deps, fetch, pipeline, run
 from cgkunit import profile as pf
 from cgkunit import coverage as cov
+from cgkunit import console as cr
+from cgkunit import export
+from cgkunit import summary as sm
 from cgkunit import report as rp
 from cgkunit.common import DriverError
 from cgkunit.params import HARNESS, SUITE_DIR, check_kernel_args, suite_parameters
@@ -64,7 +67,7 @@ def no_long_work(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def parse(name: str = BAD_LOG) -> rp.Report:
-    r = rp.parse_console((DATA / name).read_text(), "completed")
+    r = cr.parse_console((DATA / name).read_text(), "completed")
     r.console_log = str(DATA / name)
     return r
 
@@ -278,7 +281,7 @@ def test_refusals_in_a_console() -> None:
 def test_refusals_in_the_summary(tmp_path: Path) -> None:
     r = parse()
     r.profile = PROFILE
-    rp.write_summary(r, tmp_path)
+    export.write_summary(r, tmp_path)
     data = json.loads((tmp_path / "summary.json").read_text())
     assert data["status"] == "pass"
     assert [(p["name"], p["value"], p["want"]) for p in data["bad_parameters"]] == REFUSED
@@ -297,11 +300,11 @@ def test_a_console_without_refusals_is_unchanged(tmp_path: Path) -> None:
     rp.raise_refused([r])
     assert rp.exit_code(r.status, bad_parameters=r.bad_parameters) == 0
     r.profile = PROFILE
-    rp.write_summary(r, tmp_path)
+    export.write_summary(r, tmp_path)
     assert json.loads((tmp_path / "summary.json").read_text())["bad_parameters"] == []
     assert (tmp_path / "summary.txt").read_text().splitlines()[0] == f"cgkunit: {PROFILE}: PASS"
     # other lines with '=' and 'want' are not refusals
-    other = rp.parse_console("[    1.0] cgroup_kunit: seed=1 threads=8: wanted more\n"
+    other = cr.parse_console("[    1.0] cgroup_kunit: seed=1 threads=8: wanted more\n"
                              "    # gang: cgroup_kunit: threads=99: want 1..64 (a diagnostic)\n"
                              "Booting kernel: `99' invalid for parameter `cgroup_kunit.threads'\n"
                              "KTAP version 1\n1..1\nok 1 s\n")
@@ -317,7 +320,7 @@ def test_refusal_forms() -> None:
             "cgroup_kunit: cgroup_kunit.bench_reps=99: want 1..50\n"   # kp->name, built in
             "cgroup_kunit: threads=: want 1..64, or 0 for each case's own list\n"
             "KTAP version 1\n1..1\nok 1 b\n")
-    r = rp.parse_console(text)
+    r = cr.parse_console(text)
     assert [(p.name, p.value, p.line_no) for p in r.bad_parameters] == \
         [("threads", "99", 2), ("bench_reps", "99", 8), ("threads", "", 9)]  # each once
     assert r.bad_parameters[1].describe() == "cgroup_kunit.bench_reps=99: want 1..50"
@@ -330,7 +333,7 @@ def test_run_with_a_refused_value_exits_2(tmp_path: Path, monkeypatch: pytest.Mo
     def fake_run(repo: Path, build: Path, opts: pipeline.RunOptions,
                  printer: object = None) -> rp.Report:
         r = parse()
-        print(rp.format_summary(r), end="")
+        print(sm.format_summary(r), end="")
         return r
     monkeypatch.setattr(pipeline, "run_profile", fake_run)
     argv = ["--build-dir", str(tmp_path), "run", "--profile", PROFILE,

@@ -8,7 +8,8 @@ import pytest
 
 from cgkunit import module_run as mr
 from cgkunit.common import DriverError
-from cgkunit.report import Report, parse_console
+from cgkunit.console import parse_console
+from cgkunit.report import Report
 
 REPO = Path(__file__).resolve().parents[3]
 DATA = Path(__file__).parent / "data"

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from cgkunit import pipeline
-from cgkunit import report as rp
+from cgkunit import console as cr
+from cgkunit import summary as sm
 from cgkunit.common import DriverError
 from conftest import DATA
 from test_tree import git, make_kernel, write_files
@@ -27,12 +28,12 @@ test: deps pytest
 
 
 def test_replay_hints_use_the_target() -> None:
-    r = rp.parse_console((DATA / "03_kcsan.log").read_text())
+    r = cr.parse_console((DATA / "03_kcsan.log").read_text())
     r.replay_target = "make kcsan"
-    assert rp.replay_hints(r) == ["make kcsan KERNEL_ARGS=\"cgroup_kunit.seed=31337 "
+    assert sm.replay_hints(r) == ["make kcsan KERNEL_ARGS=\"cgroup_kunit.seed=31337 "
                                   "cgroup_kunit.threads=2\" FILTER='cgroup_kunit_oracle.provoke_kcsan'"]
     r.replay_target = "python3 tools/kunit/cgkunit.py run --profile p"
-    assert rp.replay_hints(r) == ["KERNEL_ARGS=\"cgroup_kunit.seed=31337 cgroup_kunit.threads=2\" "
+    assert sm.replay_hints(r) == ["KERNEL_ARGS=\"cgroup_kunit.seed=31337 cgroup_kunit.threads=2\" "
                                   "FILTER='cgroup_kunit_oracle.provoke_kcsan' "
                                   "python3 tools/kunit/cgkunit.py run --profile p"]
 
@@ -129,16 +130,16 @@ def test_replay_of_a_run_on_kernel_src(tmp_path: Path, monkeypatch: pytest.Monke
             "KERNEL_ARGS=\"cgroup_kunit.seed=31337 cgroup_kunit.threads=2 "
             "cgroup_kunit.duration_ms=200 loglevel=7\" FILTER='cgroup_kunit_oracle.provoke_kcsan' "
             "python3 tools/kunit/cgkunit.py run --profile um-t")
-    assert rp.replay_hints(r) == [want]
+    assert sm.replay_hints(r) == [want]
     assert f"    {want}" in capsys.readouterr().out
     # and report, from the files, says the same
     again = pipeline.rereport(repo, build, "um-t", build / "results" / "um-t")
-    assert rp.replay_hints(again) == [want]
+    assert sm.replay_hints(again) == [want]
     assert json.loads((build / "results" / "um-t" / "summary.json").read_text())["replay"] == [want]
 
 
 def test_replay_words_are_quoted() -> None:
-    line = rp.replay_line("make run", ["cgroup_kunit.seed=5"], ["a=b c", "cgroup_kunit.seed=1"],
-                          "s.c", rp.replay_env("/my linux", "v7.3"))
+    line = sm.replay_line("make run", ["cgroup_kunit.seed=5"], ["a=b c", "cgroup_kunit.seed=1"],
+                          "s.c", sm.replay_env("/my linux", "v7.3"))
     assert line == ("KERNEL_SRC='/my linux' KERNEL_REF=v7.3 make run "
                     "KERNEL_ARGS=\"cgroup_kunit.seed=5 'a=b c'\" FILTER='s.c'")

@@ -7,12 +7,14 @@ WARNING output and of real KUnit failures.
 """
 from __future__ import annotations
 
+from cgkunit import console as cr
+from cgkunit import summary as sm
 from cgkunit import report as rp
 from conftest import DATA
 
 
 def parse(name: str) -> rp.Report:
-    return rp.parse_console((DATA / name).read_text(), "completed")
+    return cr.parse_console((DATA / name).read_text(), "completed")
 
 
 def failed_ids(r: rp.Report) -> set[str]:
@@ -61,7 +63,7 @@ def test_lost_decrement_fails_the_dec_ucount_cases_without_a_splat() -> None:
     assert {i for i in failed_ids(r) if i.count(".") == 1} == {
         "cgroup_ucount.ucount_inc_dec", "cgroup_ucount.ucount_all_paths"}
     assert r.status == "fail"
-    assert any("seed=" in h for h in rp.replay_hints(r))
+    assert any("seed=" in h for h in sm.replay_hints(r))
 
 
 def test_racy_update_is_a_kcsan_race_in_inc_ucount() -> None:

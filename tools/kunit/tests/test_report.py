@@ -6,12 +6,15 @@ from pathlib import Path
 
 import pytest
 
+from cgkunit import console as cr
+from cgkunit import export
+from cgkunit import summary as sm
 from cgkunit import report as rp
 from conftest import DATA
 
 
 def parse(name: str, verdict: str = "completed") -> rp.Report:
-    return rp.parse_console((DATA / name).read_text(), verdict)
+    return cr.parse_console((DATA / name).read_text(), verdict)
 
 
 def status_of(r: rp.Report, test_id: str) -> str:
@@ -37,7 +40,7 @@ def test_all_pass() -> None:
     t = r.test("cgroup_ucount.ucount_inc_dec.16 threads")
     assert t is not None and t.level == "param" and t.display == "cgroup_ucount.ucount_inc_dec[16 threads]"
     assert t.params == {"seed": "1234", "threads": "16", "duration_ms": "200"}
-    assert rp.replay_hints(r) == []
+    assert sm.replay_hints(r) == []
 
 
 def test_lockdep_in_param_instance_that_kunit_passed() -> None:
@@ -58,7 +61,7 @@ def test_lockdep_in_param_instance_that_kunit_passed() -> None:
     assert status_of(r, "cgroup_ucount.ucount_inc_dec.16 threads") == "PASS"
     assert status_of(r, "cgroup_ucount.rlimit_add_sub") == "PASS"
     assert vars(r.counts) == {"passed": 5, "failed": 1, "skipped": 0, "crashed": 0}
-    text = rp.format_summary(r)
+    text = sm.format_summary(r)
     assert "WARNING: possible circular locking dependency detected" in text
     assert "FAIL  cgroup_ucount.ucount_inc_dec[4 threads]" in text
 
@@ -109,7 +112,7 @@ def test_panic_mid_suite_is_a_crash_attributed_to_the_running_suite() -> None:
     assert crash is not None and crash.status == "CRASH" and crash.level == "crash"
     assert r.counts.crashed == 1 and r.counts.passed == 2 and r.counts.skipped == 1
     assert any("planned 2 suites, got 1" in n for n in r.notes)
-    assert rp.replay_hints(r) == [
+    assert sm.replay_hints(r) == [
         "make run KERNEL_ARGS=\"cgroup_kunit.seed=88 cgroup_kunit.threads=4\" "
         "FILTER='cgroup_ucount.rlimit_add_sub'"]
 
@@ -119,7 +122,7 @@ def test_crash_outside_a_param_case_names_the_suite() -> None:
         "KTAP version 1", "1..1", "    KTAP version 1", "    # Subtest: cgroup_ucount",
         "    1..3", "    ok 1 ucount_inc_dec",
         "Kernel panic - not syncing: Segfault with no mm"])
-    r = rp.parse_console(log)
+    r = cr.parse_console(log)
     assert r.status == "crash"
     [s] = r.splats
     assert s.test == "cgroup_ucount: running when the kernel stopped (after cgroup_ucount.ucount_inc_dec)"
@@ -132,7 +135,7 @@ def test_boot_splat_fails_the_run() -> None:
     assert s.test == "boot" and s.kind == "warning"
     assert status_of(r, "cgroup_ucount.ucount_inc_dec") == "PASS"
     assert r.counts.passed == 1
-    assert "boot: warning: WARNING: kernel/cgroup/cgroup.c:6412" in rp.format_summary(r)
+    assert "boot: warning: WARNING: kernel/cgroup/cgroup.c:6412" in sm.format_summary(r)
 
 
 def test_no_tests() -> None:
@@ -144,7 +147,7 @@ def test_no_tests() -> None:
 
 
 def test_no_ktap_at_all() -> None:
-    r = rp.parse_console("Linux version 7.3.4\nreboot: System halted\n")
+    r = cr.parse_console("Linux version 7.3.4\nreboot: System halted\n")
     assert r.status == "no-tests"
     assert "no KTAP output found; last console line: reboot: System halted" in r.notes
 
@@ -160,7 +163,7 @@ def test_skipped_tests_pass_the_run() -> None:
 
 def test_timestamps_caller_ids_and_interleaved_lines() -> None:
     r = parse("09_timestamps_interleaved.log")
-    assert r.status == "pass", rp.format_summary(r)
+    assert r.status == "pass", sm.format_summary(r)
     assert r.splats == []
     assert [t.id for t in r.tests] == [
         "cgroup_kunit_oracle", "cgroup_kunit_oracle.gang_counts", "cgroup_ucount",
@@ -177,13 +180,13 @@ def test_seeds_collected_and_replay_hints() -> None:
     assert t is not None and t.status == "FAIL"
     assert t.params == {"seed": "991234", "threads": "16", "duration_ms": "500"}
     assert "worker 11 of 16: RLIMIT_NPROC count leaked" in t.diagnostics
-    hints = rp.replay_hints(r)
+    hints = sm.replay_hints(r)
     assert hints == [
         "make run KERNEL_ARGS=\"cgroup_kunit.seed=991234 cgroup_kunit.threads=16\" "
         "FILTER='cgroup_ucount.rlimit_add_sub'",
         "make run KERNEL_ARGS=\"cgroup_kunit.seed=991234 cgroup_kunit.threads=4\" "
         "FILTER='cgroup_ucount.ucounts_alloc_put'"]
-    text = rp.format_summary(r)
+    text = sm.format_summary(r)
     for h in hints:
         assert h in text
 
@@ -192,7 +195,7 @@ def test_seeds_collected_and_replay_hints() -> None:
 def test_every_golden_log_gives_a_one_screen_summary(name: str, tmp_path: Path) -> None:
     r = parse(name)
     r.profile = "um-lockdep"
-    js, txt = rp.write_summary(r, tmp_path)
+    js, txt = export.write_summary(r, tmp_path)
     data = json.loads(js.read_text())
     assert set(data) >= {"profile", "tree", "base", "status", "counts", "tests", "splats", "elapsed"}
     assert set(data["counts"]) == {"passed", "failed", "skipped", "crashed"}
@@ -219,13 +222,13 @@ def test_panic_beats_hang() -> None:
 def test_kunit_py_timeout_message_means_timeout() -> None:
     text = (DATA / "01_all_pass.log").read_text().replace(
         "ok 1 cgroup_ucount\n", "ok 1 cgroup_ucount\nCommand '['linux']' timed out after 900 seconds\n")
-    assert rp.parse_console(text).status == "timeout"
+    assert cr.parse_console(text).status == "timeout"
 
 
 def test_incomplete_ktap_without_panic_is_a_crash() -> None:
     lines = (DATA / "01_all_pass.log").read_text().splitlines()
     cut = lines.index("    ok 1 ucount_inc_dec")
-    r = rp.parse_console("\n".join(lines[:cut + 1]))
+    r = cr.parse_console("\n".join(lines[:cut + 1]))
     assert r.status == "crash"
     assert r.counts.crashed == 1
 
@@ -263,7 +266,7 @@ def test_incomplete_ktap_without_panic_is_a_crash() -> None:
     ("UBSAN: array-index-out-of-bounds in kernel/ucount.c:99:3", "ubsan"),
 ])
 def test_classify_titles(line: str, kind: str) -> None:
-    assert rp.classify(line) == kind
+    assert cr.classify(line) == kind
 
 
 @pytest.mark.parametrize("line", [
@@ -276,15 +279,15 @@ def test_classify_titles(line: str, kind: str) -> None:
     "",
 ])
 def test_classify_non_titles(line: str) -> None:
-    assert rp.classify(line) is None
+    assert cr.classify(line) is None
 
 
 def test_strip_prefix() -> None:
-    assert rp.strip_prefix("[    1.234567] BUG: x\n") == "BUG: x"
-    assert rp.strip_prefix("[    1.234567][    T1]     ok 1 a") == "    ok 1 a"
-    assert rp.strip_prefix("[12345.000001][   C3] rcu: INFO: x") == "rcu: INFO: x"
-    assert rp.strip_prefix("    ok 1 a\r\n") == "    ok 1 a"
-    assert rp.strip_prefix("[09:12:01] Starting KUnit Kernel") == "[09:12:01] Starting KUnit Kernel"
+    assert cr.strip_prefix("[    1.234567] BUG: x\n") == "BUG: x"
+    assert cr.strip_prefix("[    1.234567][    T1]     ok 1 a") == "    ok 1 a"
+    assert cr.strip_prefix("[12345.000001][   C3] rcu: INFO: x") == "rcu: INFO: x"
+    assert cr.strip_prefix("    ok 1 a\r\n") == "    ok 1 a"
+    assert cr.strip_prefix("[09:12:01] Starting KUnit Kernel") == "[09:12:01] Starting KUnit Kernel"
 
 
 def test_oracle_quote_on_its_own_line_is_not_a_splat() -> None:
@@ -296,7 +299,7 @@ def test_oracle_quote_on_its_own_line_is_not_a_splat() -> None:
         "oracle: kcsan report while the case ran:",
         "BUG: KCSAN: data-race in a / b",
         "    not ok 1 c", "not ok 1 s"])
-    r = rp.parse_console(log)
+    r = cr.parse_console(log)
     assert [(s.kind, s.test) for s in r.splats] == [("kcsan", "s.c")]
 
 
@@ -305,7 +308,7 @@ def test_splat_between_last_param_and_case_result_goes_to_the_case() -> None:
         "KTAP version 1", "1..1", "    KTAP version 1", "    # Subtest: s", "    1..1",
         "        KTAP version 1", "        # Subtest: c", "        ok 1 p1", "        ok 2 p2",
         "WARNING: suspicious RCU usage", "    ok 1 c", "ok 1 s"])
-    r = rp.parse_console(log)
+    r = cr.parse_console(log)
     assert r.splats[0].test == "s.c"
     assert status_of(r, "s.c") == "FAIL" and status_of(r, "s.c.p2") == "PASS"
 
@@ -313,7 +316,7 @@ def test_splat_between_last_param_and_case_result_goes_to_the_case() -> None:
 def test_splat_after_all_tests_is_shutdown() -> None:
     text = (DATA / "01_all_pass.log").read_text().replace(
         "reboot: System halted", "BUG: scheduling while atomic: swapper/0/1/0x00000002\nreboot: System halted")
-    r = rp.parse_console(text)
+    r = cr.parse_console(text)
     assert r.status == "fail"
     assert r.splats[0].test == "shutdown (after cgroup_ucount)"
 
@@ -323,7 +326,7 @@ def test_kunit_py_prefix_is_stripped_after_the_header() -> None:
                      "kern  :info  :     KTAP version 1", "kern  :info  :     # Subtest: s",
                      "kern  :info  :     1..1", "kern  :info  :     ok 1 c",
                      "kern  :info  : ok 1 s"])
-    r = rp.parse_console(log)
+    r = cr.parse_console(log)
     assert r.status == "pass" and [t.id for t in r.tests] == ["s", "s.c"]
 
 
@@ -332,7 +335,7 @@ def test_tap14_with_tabs_and_dashes() -> None:
                      "\tok 1 - example_simple_test",
                      "\tok 2 - example_skip_test # SKIP this test should be skipped",
                      "ok 1 - example"])
-    r = rp.parse_console(log)
+    r = cr.parse_console(log)
     assert r.status == "pass"
     assert status_of(r, "example.example_skip_test") == "SKIP"
     assert vars(r.counts) == {"passed": 1, "failed": 0, "skipped": 1, "crashed": 0}
@@ -341,7 +344,7 @@ def test_tap14_with_tabs_and_dashes() -> None:
 def test_missing_subtests_against_the_plan_fail_the_suite() -> None:
     log = "\n".join(["KTAP version 1", "1..1", "    KTAP version 1", "    # Subtest: s",
                      "    1..3", "    ok 1 a", "ok 1 s"])
-    r = rp.parse_console(log)
+    r = cr.parse_console(log)
     assert status_of(r, "s") == "FAIL"
     assert r.status == "fail"
 
@@ -357,11 +360,11 @@ def test_build_report_reads_the_results_dir(tmp_path: Path) -> None:
     console = tmp_path / "console.log"
     console.write_text((DATA / "03_kcsan.log").read_text())
     (tmp_path / "results.json").write_text("{}")
-    r = rp.build_report(console, "completed", profile="x86_64-kcsan", tree="t", base="b", elapsed=3.5)
+    r = cr.build_report(console, "completed", profile="x86_64-kcsan", tree="t", base="b", elapsed=3.5)
     assert r.profile == "x86_64-kcsan" and r.elapsed == 3.5
     assert r.files["json"] == str(tmp_path / "results.json")
     assert "junit" not in r.files
-    js, txt = rp.write_summary(r, tmp_path)
+    js, txt = export.write_summary(r, tmp_path)
     data = json.loads(js.read_text())
     assert data["status"] == "fail" and data["profile"] == "x86_64-kcsan"
     assert data["splats"][0]["test"] == "cgroup_kunit_oracle.provoke_kcsan"
@@ -376,9 +379,9 @@ def test_repeated_reports_from_other_cpus_are_grouped_in_the_summary() -> None:
                   f"WARNING: kernel/cgroup/cgroup.c:905 at css_set_move_task+0x1b6/0x330, CPU#{cpu}: cgk-{cpu}/8{cpu}",
                   "Modules linked in:"]
     lines += ["    not ok 1 c", "not ok 1 s"]
-    r = rp.parse_console("\n".join(lines) + "\n", "completed")
+    r = cr.parse_console("\n".join(lines) + "\n", "completed")
     assert len(r.splats) == 3
-    text = rp.format_summary(r)
+    text = sm.format_summary(r)
     assert text.count("css_set_move_task") == 1
     assert "x3, first at console.log:" in text
 
@@ -405,42 +408,42 @@ SAID = ("oracle: expected WARNING report captured (1): WARNING: CPU: 1 PID: 57 a
 
 
 def test_expected_report_is_not_a_finding() -> None:
-    report = rp.parse_console(oracle_console(SAID))
+    report = cr.parse_console(oracle_console(SAID))
     assert report.status == "pass" and report.splats == []
     assert [(s.kind, s.test) for s in report.expected] == \
         [("warning", "cgroup_kunit_oracle.oracle_sees_warning")]
     case = next(t for t in report.tests if t.name == "oracle_sees_warning")
     assert case.status == "PASS" and case.splats == []
-    assert "oracle self-checks: 1 provoked report(s) seen" in rp.format_summary(report)
-    assert report.to_json()["expected_splats"][0]["expected"] is True
+    assert "oracle self-checks: 1 provoked report(s) seen" in sm.format_summary(report)
+    assert export.report_json(report)["expected_splats"][0]["expected"] is True
 
 
 def test_unannounced_report_still_fails_the_case() -> None:
-    report = rp.parse_console(oracle_console(None))
+    report = cr.parse_console(oracle_console(None))
     assert report.status == "fail" and len(report.splats) == 1 and report.expected == []
 
 
 def test_expectation_covers_only_the_reports_it_counts() -> None:
-    report = rp.parse_console(oracle_console(SAID, reports=2))
+    report = cr.parse_console(oracle_console(SAID, reports=2))
     assert report.status == "fail"
     assert len(report.splats) == 1 and len(report.expected) == 1
 
 
 def test_expectation_of_another_kind_covers_nothing() -> None:
-    report = rp.parse_console(oracle_console(SAID.replace("WARNING report", "KCSAN report")))
+    report = cr.parse_console(oracle_console(SAID.replace("WARNING report", "KCSAN report")))
     assert report.status == "fail" and report.expected == []
 
 
 def test_real_oracle_selfchecks_pass() -> None:
     """x86_64-kcsan and um-lockdep boots of cgroup_kunit_oracle: the WARNING, the RCU
     lockdep report and KCSAN's (10 reports of one race) are expected, not findings."""
-    kcsan = rp.parse_console((DATA / "real_kcsan_oracle_selfchecks.log").read_text())
+    kcsan = cr.parse_console((DATA / "real_kcsan_oracle_selfchecks.log").read_text())
     assert kcsan.status == "pass" and kcsan.splats == []
     assert sorted({s.kind for s in kcsan.expected}) == ["kcsan", "warning"]
     assert len(kcsan.expected) == 11
     assert {s.test for s in kcsan.expected} == {"cgroup_kunit_oracle.oracle_sees_warning",
                                                  "cgroup_kunit_oracle.oracle_sees_kcsan"}
-    um = rp.parse_console((DATA / "real_um_oracle_selfchecks.log").read_text())
+    um = cr.parse_console((DATA / "real_um_oracle_selfchecks.log").read_text())
     assert um.status == "pass" and um.splats == []
     assert sorted(s.kind for s in um.expected) == ["lockdep", "warning"]
 
@@ -448,7 +451,7 @@ def test_real_oracle_selfchecks_pass() -> None:
 def test_real_oracle_probe_broken_fails_the_selfchecks() -> None:
     """The oracle-probe-never-records check's boot: both self-checks fail, and the reports
     they provoked are findings (no expectation line was printed)."""
-    report = rp.parse_console((DATA / "real_um_oracle_probe_broken.log").read_text())
+    report = cr.parse_console((DATA / "real_um_oracle_probe_broken.log").read_text())
     assert report.status == "fail" and report.expected == []
     failed = sorted(t.id for t in report.tests if t.level == "case" and t.status == "FAIL")
     assert failed == ["cgroup_kunit_oracle.oracle_sees_lockdep",

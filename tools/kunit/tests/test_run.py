@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from cgkunit import procs
+from cgkunit import console as cr
 from cgkunit import report as rp
 from cgkunit import run
 from cgkunit.common import DriverError
@@ -243,10 +244,10 @@ def test_live_reader_agrees_with_the_report(name: str) -> None:
     """The watchdog's reader, fed a recorded console line by line, sees the report's results,
     last test and reports."""
     text = (DATA / name).read_text()
-    state = rp.ConsoleState()
+    state = cr.ConsoleState()
     for line in text.splitlines():
         state.feed(line)
-    report = rp.parse_console(text)
+    report = cr.parse_console(text)
     assert state.progress() == progress_of(report)
     assert [(s.kind, s.title, s.line_no) for s in state.splats if not s.expected] == \
         [(s.kind, s.title, s.line_no) for s in report.splats]
@@ -258,7 +259,7 @@ def test_watch_progress_agrees_with_the_report(tmp_path: Path,
     r = watch(tmp_path, f"print(open({str(log)!r}).read(), end='', flush=True)\n", heartbeat=0.0)
     assert r.verdict == "completed"
     beats = [ln for ln in capsys.readouterr().err.splitlines() if "running t: running" in ln]
-    report = rp.parse_console(r.console_log.read_text())
+    report = cr.parse_console(r.console_log.read_text())
     assert beats[-1].endswith(f"s, {progress_of(report)}")
     assert progress_of(report) == "9 results, last: ok cgroup_ucount"
 
@@ -356,8 +357,8 @@ def test_watch_isolated_kills_only_the_kernel(tmp_path: Path, monkeypatch: pytes
     assert r.elapsed < 15
     text = r.console_log.read_text()
     assert "Starting KUnit Kernel (2/2)" in text and "ok 1 s2" in text
-    report = rp.parse_console(text, r.verdict)
-    rp.attach_stops(report, [s.to_json() for s in r.stops])
+    report = cr.parse_console(text, r.verdict)
+    cr.attach_stops(report, [s.to_json() for s in r.stops])
     assert report.status == "crash"
     assert [(t.id, t.status) for t in report.tests if t.level != "crash"] == [
         ("s1", "CRASH"), ("s1.a", "PASS"), ("s2", "PASS"), ("s2.b", "PASS")]

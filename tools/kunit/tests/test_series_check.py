@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 
 from cgkunit import cli, commits, pipeline
+from cgkunit import console as cr
+from cgkunit import export
 from cgkunit import report as rp
 from cgkunit import series_check as sc
 from cgkunit.common import DriverError
@@ -125,9 +127,9 @@ class Fakes:
         results.mkdir(parents=True, exist_ok=True)
         (results / "console.log").write_text(re.sub(r"cgroup_kunit: seed=\d+",
                                                     f"cgroup_kunit: seed={seed}", text))
-        report = rp.build_report(results / "console.log", "completed", profile=prof.name,
+        report = cr.build_report(results / "console.log", "completed", profile=prof.name,
                                  tree=f"{tree.path} @ {commit[:12]}", base=base, elapsed=2.0)
-        rp.write_summary(report, results)
+        export.write_summary(report, results)
         return report
 
 
@@ -191,7 +193,7 @@ def prepared(env: dict[str, Any]) -> Path:
 
 
 def counts(log: str) -> dict[str, int]:
-    return vars(rp.build_report(DATA / log, "completed").counts)
+    return vars(cr.build_report(DATA / log, "completed").counts)
 
 
 # --- whole runs ---------------------------------------------------------------------------------

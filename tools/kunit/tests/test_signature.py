@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from cgkunit import console as cr
+from cgkunit import export
 from cgkunit import report as rp
 from cgkunit import signature as sg
 from conftest import DATA
@@ -97,15 +99,15 @@ def verdict_of(name: str) -> str:
 
 def report_of(name: str, text: str | None = None) -> rp.Report:
     """The report of a recorded console (or of text in its place), stops attached."""
-    r = rp.parse_console((DATA / name).read_text() if text is None else text, verdict_of(name))
+    r = cr.parse_console((DATA / name).read_text() if text is None else text, verdict_of(name))
     if name in STOPS:
-        rp.attach_stops(r, [STOPS[name]])
+        cr.attach_stops(r, [STOPS[name]])
     return r
 
 
 def sigs(name: str, text: str | None = None) -> list[sg.Signature]:
     text = (DATA / name).read_text() if text is None else text
-    return sg.signatures(report_of(name, text), [rp.strip_prefix(ln) for ln in text.splitlines()])
+    return sg.signatures(report_of(name, text), [cr.strip_prefix(ln) for ln in text.splitlines()])
 
 
 def keys(name: str, text: str | None = None) -> list[tuple[str, int]]:
@@ -164,8 +166,8 @@ def perturb(text: str) -> str:
     and count changed, a printk timestamp on every kernel line; KTAP structure kept."""
     out = []
     for i, line in enumerate(text.splitlines()):
-        bare = rp.strip_prefix(line)
-        if KTAP_LINE.match(bare) or rp.boot_line(bare):
+        bare = cr.strip_prefix(line)
+        if KTAP_LINE.match(bare) or cr.boot_line(bare):
             out.append(line)
             continue
         out.append(f"[{i * 0.37 + 5:12.6f}] {NUMBERS.sub(_bump, bare)}")
@@ -295,19 +297,19 @@ def test_without_the_console_the_keys_keep_what_the_titles_say() -> None:
 
 def test_hang_and_crash_follow_the_verdict() -> None:
     text = (DATA / "deadlock_after_lockdep.log").read_text()
-    lines = [rp.strip_prefix(ln) for ln in text.splitlines()]
-    hung = rp.parse_console(text, "hang")
+    lines = [cr.strip_prefix(ln) for ln in text.splitlines()]
+    hung = cr.parse_console(text, "hang")
     assert [s.key for s in sg.signatures(hung, lines)][-1] == \
         "hang:cgroup_css_set.cset_shared_get_put"
-    stopped = rp.parse_console(text, rp.STOPPED + str(SILENCE_STOP["reason"]))
+    stopped = cr.parse_console(text, rp.STOPPED + str(SILENCE_STOP["reason"]))
     assert [s.key for s in sg.signatures(stopped, lines)][-1] == \
         "hang:cgroup_css_set.cset_shared_get_put"
-    assert [s.key for s in sg.signatures(rp.parse_console(text), lines)][-1] == \
+    assert [s.key for s in sg.signatures(cr.parse_console(text), lines)][-1] == \
         "crash:cgroup_css_set.cset_shared_get_put"
     # no KTAP at all: the kernel never booted into KUnit
-    assert [s.key for s in sg.signatures(rp.parse_console("Linux version 7.3\n", "boot-timeout"),
+    assert [s.key for s in sg.signatures(cr.parse_console("Linux version 7.3\n", "boot-timeout"),
                                          [])] == ["hang:boot"]
-    assert sg.signatures(rp.parse_console("Linux version 7.3\n"), []) == []  # no-tests
+    assert sg.signatures(cr.parse_console("Linux version 7.3\n"), []) == []  # no-tests
 
 
 # --- summary.json ------------------------------------------------------------------------
@@ -317,13 +319,13 @@ def test_summary_json_gains_the_signatures_and_keeps_the_rest(tmp_path: Path) ->
     (tmp_path / "console.log").write_text((DATA / name).read_text())
     (tmp_path / "exec.json").write_text(json.dumps({"verdict": verdict_of(name),
                                                     "stops": [KASAN_STOP]}))
-    r = rp.build_report(tmp_path / "console.log", verdict_of(name), profile="x86_64-kasan")
-    before = r.to_json()
-    js, txt = rp.write_summary(r, tmp_path)
+    r = cr.build_report(tmp_path / "console.log", verdict_of(name), profile="x86_64-kasan")
+    before = export.report_json(r)
+    js, txt = export.write_summary(r, tmp_path)
     data = json.loads(js.read_text())
-    assert set(data) == set(r.to_json()) | {"signatures"}
+    assert set(data) == set(export.report_json(r)) | {"signatures"}
     assert {k: v for k, v in data.items() if k != "signatures"} == \
-        json.loads(json.dumps(r.to_json()))
+        json.loads(json.dumps(export.report_json(r)))
     assert set(before) | {"signatures"} == set(data)
     assert [(s["key"], s["count"]) for s in data["signatures"]] == GOLDEN[name]
     assert data["signatures"][1] == {

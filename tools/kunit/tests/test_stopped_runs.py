@@ -9,6 +9,9 @@ import pytest
 
 from cgkunit import check as ck
 from cgkunit import checklist as cl
+from cgkunit import console as cr
+from cgkunit import export
+from cgkunit import summary as sm
 from cgkunit import report as rp
 from cgkunit.common import DriverError
 from conftest import DATA
@@ -21,7 +24,7 @@ STORM_STOP = {"rule": "storm", "reason": STORM[len(rp.STOPPED):], "at": 43.2,
 
 
 def parse(name: str, verdict: str = "completed") -> rp.Report:
-    return rp.parse_console((DATA / name).read_text(), verdict)
+    return cr.parse_console((DATA / name).read_text(), verdict)
 
 
 def test_a_stopped_boot_is_a_crash_of_the_kernel_under_test() -> None:
@@ -35,7 +38,7 @@ def test_a_stopped_boot_is_a_crash_of_the_kernel_under_test() -> None:
 
 def test_the_running_case_carries_the_reports_and_the_rest_is_not_run() -> None:
     r = parse("storm_warning_loop.log", STORM)
-    rp.attach_stops(r, [STORM_STOP])
+    cr.attach_stops(r, [STORM_STOP])
     crash = next(t for t in r.tests if t.level == "crash")
     assert crash.id == ("cgroup_css_set.cset_migrate_churn: running when the kernel stopped "
                         "(after cgroup_css_set.cset_migrate_churn.8 threads)")
@@ -48,15 +51,15 @@ def test_the_running_case_carries_the_reports_and_the_rest_is_not_run() -> None:
         "after": "cgroup_css_set.cset_migrate_churn", "planned": 6,
         "text": "cgroup_css_set: 5 more cases never reached "
                 "(after cgroup_css_set.cset_migrate_churn; KUnit planned 6)"}]
-    assert rp.not_run_hints(r) == [
+    assert sm.not_run_hints(r) == [
         "CGKUNIT_ISOLATE=test make run FILTER='cgroup_css_set.*'   (one boot per case)"]
 
 
 def test_the_summary_says_which_rule_ended_the_boot_and_when() -> None:
     r = parse("storm_warning_loop.log", STORM)
-    rp.attach_stops(r, [STORM_STOP])
+    cr.attach_stops(r, [STORM_STOP])
     r.profile, r.elapsed = "x86_64-lockdep", 45.0
-    text = rp.format_summary(r)
+    text = sm.format_summary(r)
     lines = text.splitlines()
     assert lines[0] == "cgkunit: x86_64-lockdep: CRASH (run stopped: report storm) in 45s"
     assert lines[1] == ("  watchdog: stopped the kernel at 43s: report storm (WARNING: "
@@ -78,7 +81,7 @@ def test_suites_never_reached_and_a_plain_case_named_by_its_seed_line() -> None:
         "======================================================",
         "WARNING: possible circular locking dependency detected",
         "7.3.4 #4 Tainted: G                 N"])
-    r = rp.parse_console(log, "stopped: silent 30 s after lockdep report (WARNING: possible "
+    r = cr.parse_console(log, "stopped: silent 30 s after lockdep report (WARNING: possible "
                               "circular locking dependency detected)")
     [s] = r.splats
     assert s.test == ("cgroup_kunit_oracle.provoke_lockdep: running when the kernel stopped "
@@ -88,12 +91,12 @@ def test_suites_never_reached_and_a_plain_case_named_by_its_seed_line() -> None:
         "(after cgroup_kunit_oracle.provoke_lockdep; KUnit planned 4)",
         "2 more suites never reached (after cgroup_kunit_oracle; KUnit planned 3)"]
     r.replay_target = "python3 tools/kunit/cgkunit.py run --profile um-lockdep"
-    assert rp.not_run_hints(r) == [
+    assert sm.not_run_hints(r) == [
         "CGKUNIT_ISOLATE=test FILTER='cgroup_kunit_oracle.*' "
         "python3 tools/kunit/cgkunit.py run --profile um-lockdep   (one boot per case)",
         "CGKUNIT_ISOLATE=suite python3 tools/kunit/cgkunit.py run --profile um-lockdep"
         "   (one boot per suite)"]
-    assert rp.replay_hints(r) == [
+    assert sm.replay_hints(r) == [
         "KERNEL_ARGS=\"cgroup_kunit.seed=9 cgroup_kunit.threads=2\" "
         "FILTER='cgroup_kunit_oracle.provoke_lockdep' "
         "python3 tools/kunit/cgkunit.py run --profile um-lockdep"]
@@ -102,8 +105,8 @@ def test_suites_never_reached_and_a_plain_case_named_by_its_seed_line() -> None:
 def test_a_complete_run_has_nothing_not_run() -> None:
     for name in ("01_all_pass.log", "02_lockdep_param_ok.log", "real_um_all_pass.log"):
         r = parse(name)
-        assert r.not_run == [] and rp.not_run_hints(r) == []
-        assert "NOT RUN" not in rp.format_summary(r)
+        assert r.not_run == [] and sm.not_run_hints(r) == []
+        assert "NOT RUN" not in sm.format_summary(r)
 
 
 # --- kunit.py --run_isolated=suite: several boots in one console ----------------------
@@ -158,8 +161,8 @@ CRASH_STOP = {"rule": "crash", "reason": "crash (kernel BUG at kernel/ucount.c:2
 
 
 def test_an_isolated_console_keeps_each_boot_s_reports_in_that_boot() -> None:
-    r = rp.parse_console(ISOLATED, "stopped: " + str(CRASH_STOP["reason"]))
-    rp.attach_stops(r, [CRASH_STOP])
+    r = cr.parse_console(ISOLATED, "stopped: " + str(CRASH_STOP["reason"]))
+    cr.attach_stops(r, [CRASH_STOP])
     where = {s.title.split(" at ")[0].split("!")[0]: s.test for s in r.splats}
     assert where == {
         "kernel BUG": "cgroup_ucount.rlimit_add_sub: running when the kernel stopped "
@@ -177,16 +180,16 @@ def test_an_isolated_console_keeps_each_boot_s_reports_in_that_boot() -> None:
         "cgroup_ucount: 1 more case never reached (after cgroup_ucount.rlimit_add_sub; "
         "KUnit planned 3)"]
     assert r.status == "crash" and r.counts.crashed == 1 and r.counts.passed == 3
-    text = rp.format_summary(r)
+    text = sm.format_summary(r)
     assert "  watchdog: stopped the kernel at 19s (boot 1 of 3): crash (kernel BUG at" in text
 
 
 def test_isolated_boots_never_started_are_counted() -> None:
     cut = ISOLATED.index("[12:00:20]")
-    r = rp.parse_console(ISOLATED[:cut], "timeout")
+    r = cr.parse_console(ISOLATED[:cut], "timeout")
     assert [n.describe() for n in r.not_run][-1] == \
         "2 more kunit.py boots never started (after boot 1 of 3)"
-    assert rp.not_run_hints(r)[-1] == "CGKUNIT_ISOLATE=suite make run   (one boot per suite)"
+    assert sm.not_run_hints(r)[-1] == "CGKUNIT_ISOLATE=suite make run   (one boot per suite)"
 
 
 # --- build_report reads exec.json -------------------------------------------------------
@@ -196,9 +199,9 @@ def test_build_report_takes_the_stops_from_exec_json(tmp_path: Path) -> None:
     (tmp_path / "exec.json").write_text(json.dumps({
         "verdict": STORM, "elapsed": 45.0, "filter": "cgroup_css_set.cset_migrate_churn",
         "isolate": "", "stops": [STORM_STOP]}))
-    r = rp.build_report(tmp_path / "console.log", STORM, profile="x86_64-lockdep", elapsed=45.0)
+    r = cr.build_report(tmp_path / "console.log", STORM, profile="x86_64-lockdep", elapsed=45.0)
     assert r.stops == [STORM_STOP] and r.filter_glob == "cgroup_css_set.cset_migrate_churn"
-    js, _ = rp.write_summary(r, tmp_path)
+    js, _ = export.write_summary(r, tmp_path)
     data = json.loads(js.read_text())
     assert data["stops"] == [STORM_STOP] and data["verdict"] == STORM
     assert data["not_run"][0]["count"] == 5

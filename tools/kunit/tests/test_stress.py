@@ -15,8 +15,10 @@ import pytest
 
 from cgkunit import boots as bt
 from cgkunit import cli, params, pipeline
+from cgkunit import console as cr
 from cgkunit import report as rp
 from cgkunit import stress as st
+from cgkunit import summary as sm
 from cgkunit.common import DriverError
 from cgkunit import profile as pf
 from cgkunit.profile import list_profiles
@@ -49,7 +51,7 @@ def boot_from(tmp: Path, logs: Sequence[str | BaseException], verdicts: dict[str
         results.mkdir(parents=True, exist_ok=True)
         text = (DATA / name).read_text(errors="backslashreplace")
         (results / "console.log").write_text(PRINTED_SEED.sub(f"cgroup_kunit: seed={seed}", text))
-        return rp.build_report(results / "console.log", (verdicts or {}).get(name, "completed"),
+        return cr.build_report(results / "console.log", (verdicts or {}).get(name, "completed"),
                                profile="um-lockdep")
     return boot
 
@@ -160,7 +162,7 @@ def test_one_boot_can_have_several_signatures(tmp_path: Path) -> None:
 
 
 def test_a_failure_without_a_signature_is_still_a_failure() -> None:
-    report = rp.parse_console((DATA / PASS_LOG).read_text(), "completed")
+    report = cr.parse_console((DATA / PASS_LOG).read_text(), "completed")
     report.status = "fail"  # e.g. KUnit planned more cases than it reported
     rec = bt.classify(report, 1, 3, REPLAY)
     assert rec.status == "fail" and [s.key for s in rec.signatures] == ["fail:unclassified"]
@@ -175,7 +177,7 @@ def test_replay_commands(tmp_path: Path) -> None:
         "cgroup_kunit.duration_ms=500\" FILTER='cgroup_ucount.ucount_inc_dec'")
     kcsan = bt.Replay(target=pf.make_target("x86_64-kcsan"),
                       kernel_args=("cgroup_kunit.threads=16", "cgroup_kunit.provoke=kcsan"),
-                      env=st.replay_env("/src/my linux", "v7.3"))
+                      env=sm.replay_env("/src/my linux", "v7.3"))
     assert kcsan.command(5, "cgroup_rstat.rstat_base_exact", ["cgroup_kunit.seed=5",
                                                               "cgroup_kunit.threads=8"]) == (
         "KERNEL_SRC='/src/my linux' KERNEL_REF=v7.3 make kcsan KERNEL_ARGS=\"cgroup_kunit.seed=5 "
@@ -186,7 +188,7 @@ def test_replay_commands(tmp_path: Path) -> None:
     plain = bt.Replay(target=pf.make_target("um-coverage"))
     assert plain.command(9) == ("KERNEL_ARGS=\"cgroup_kunit.seed=9\" "
                                 "python3 tools/kunit/cgkunit.py run --profile um-coverage")
-    assert st.replay_env(None) == () and st.replay_env("/k") == ("KERNEL_SRC=/k",)
+    assert sm.replay_env(None) == () and sm.replay_env("/k") == ("KERNEL_SRC=/k",)
 
 
 def test_boot_splat_replays_with_the_runs_filter(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cgkunit import report as rp
+from cgkunit import console as cr
 from cgkunit import titles
 from cgkunit.common import DriverError
 from conftest import DATA
@@ -16,6 +16,7 @@ from conftest import DATA
 REPO = Path(__file__).resolve().parents[3]
 HARNESS = REPO / "lib" / "kunit-cgroup" / "harness.c"
 TITLE_LEN = 160  # harness.h's CGK_FAILURE_LEN: the probe matches a copy of that size
+TABLE = titles.table()  # report_titles.h as the report reader matches it
 
 
 def glob_match(pat: str, text: str) -> bool:
@@ -84,7 +85,7 @@ def oracle_kind(line: str) -> str | None:
     """The kind harness.c's console probe gives a line: leading blanks skipped, the line cut
     to its title buffer, the first entry whose pattern glob_match()es it."""
     text = line.lstrip(" \t").encode()[:TITLE_LEN - 1].decode(errors="ignore")
-    return next((t.kind for t in rp.REPORT_TITLES if glob_match(t.pattern, text)), None)
+    return next((t.kind for t in TABLE.entries if glob_match(t.pattern, text)), None)
 
 
 def sample(pattern: str) -> str:
@@ -168,47 +169,47 @@ OLD_ORACLE_KINDS = {"WARNING": "warning", "lockdep": "lockdep", "KCSAN": "kcsan"
 
 def golden_lines() -> list[str]:
     """Every line of the golden consoles, less its printk prefix, that is not indented."""
-    lines = {rp.strip_prefix(raw) for f in sorted(DATA.glob("*.log"))
+    lines = {cr.strip_prefix(raw) for f in sorted(DATA.glob("*.log"))
              for raw in f.read_text(errors="replace").splitlines()}
     return sorted(t for t in lines if t and not t[0].isspace())
 
 
 def test_the_header_gives_every_kind_one_name() -> None:
-    kinds = {t.kind: t.name for t in rp.REPORT_TITLES}
+    kinds = {t.kind: t.name for t in TABLE.entries}
     assert set(kinds) == {"kcsan", "kasan", "refcount", "lockdep", "panic", "lockup", "bug",
                           "warning", "oops", "hung", "rcu-stall", "ubsan"}
-    assert [k for k, _ in rp.TITLES] == [t.kind for t in rp.REPORT_TITLES]
-    assert OLD_ORACLE_KINDS.items() <= rp.ORACLE_KINDS.items()
-    assert rp.ORACLE_KINDS == {name: kind for kind, name in kinds.items()}
-    for name, kind in rp.ORACLE_KINDS.items():
-        m = rp.EXPECTED_REPORT.search(f"# c: oracle: expected {name} report captured (2): X")
-        assert m is not None and rp.ORACLE_KINDS[m.group(1)] == kind
+    assert list(TABLE.any_title.groupindex) == [f"t{i}" for i in range(len(TABLE.entries))]
+    assert OLD_ORACLE_KINDS.items() <= TABLE.oracle_kinds.items()
+    assert TABLE.oracle_kinds == {name: kind for kind, name in kinds.items()}
+    for name, kind in TABLE.oracle_kinds.items():
+        m = cr.EXPECTED_REPORT.search(f"# c: oracle: expected {name} report captured (2): X")
+        assert m is not None and TABLE.oracle_kinds[m.group(1)] == kind
 
 
 def test_harness_includes_the_header_and_no_title_of_its_own() -> None:
     text = HARNESS.read_text()
     assert '#include "report_titles.h"' in text
     assert "#define CGK_REPORT(kind, name, pattern)" in text
-    for t in rp.REPORT_TITLES:
+    for t in TABLE.entries:
         assert f'"{t.pattern}"' not in text and f'"{t.pattern.rstrip("*")}"' not in text
 
 
-@pytest.mark.parametrize("entry", rp.REPORT_TITLES, ids=lambda t: t.pattern)
+@pytest.mark.parametrize("entry", TABLE.entries, ids=lambda t: t.pattern)
 def test_each_entry_matches_alike_and_is_reached(entry: titles.ReportTitle) -> None:
     line = sample(entry.pattern)
     assert glob_match(entry.pattern, line) and fnmatch.fnmatchcase(line, entry.pattern)
     assert entry.matches(line)
     # no entry of another kind before it takes its lines
-    assert rp.classify(line) == oracle_kind(line) == entry.kind
-    for other in rp.REPORT_TITLES:
+    assert cr.classify(line) == oracle_kind(line) == entry.kind
+    for other in TABLE.entries:
         assert glob_match(other.pattern, line) == fnmatch.fnmatchcase(line, other.pattern) \
             == other.matches(line), (other.pattern, line)
 
 
 @pytest.mark.parametrize("line,kind", REAL_TITLES + MORE_TITLES + [(t, None) for t in NOT_TITLES])
 def test_title_lines(line: str, kind: str | None) -> None:
-    assert rp.classify(line) == oracle_kind(line) == kind
-    for t in rp.REPORT_TITLES:
+    assert cr.classify(line) == oracle_kind(line) == kind
+    for t in TABLE.entries:
         assert glob_match(t.pattern, line) == fnmatch.fnmatchcase(line, t.pattern), t.pattern
 
 
@@ -220,14 +221,14 @@ def test_real_titles_are_in_the_golden_consoles() -> None:
 def test_every_golden_line_gets_the_same_kind_from_both_sides() -> None:
     lines = golden_lines()
     assert len(lines) > 1000
-    differ = [(line, rp.classify(line), oracle_kind(line)) for line in lines
-              if rp.classify(line) != oracle_kind(line)]
+    differ = [(line, cr.classify(line), oracle_kind(line)) for line in lines
+              if cr.classify(line) != oracle_kind(line)]
     assert differ == []
     # classify()'s one regex of all titles is the first of TITLES that matches
-    assert rp.ANY_TITLE.groups == len(rp.TITLES)
-    assert [rp.classify(line) for line in lines] == \
-        [next((kind for kind, regex in rp.TITLES if regex.match(line)), None) for line in lines]
-    assert sum(rp.classify(line) is not None for line in lines) >= 25
+    assert TABLE.any_title.groups == len(TABLE.entries)
+    assert [cr.classify(line) for line in lines] == \
+        [next((t.kind for t in TABLE.entries if t.regex.match(line)), None) for line in lines]
+    assert sum(cr.classify(line) is not None for line in lines) >= 25
 
 
 def test_glob_match_transcription() -> None:
@@ -260,4 +261,4 @@ def test_no_entries_and_a_missing_header(tmp_path: Path) -> None:
         titles.load(tmp_path)
     entries = titles.load(REPO)
     assert [(t.kind, t.name, t.pattern) for t in entries] == \
-        [(t.kind, t.name, t.pattern) for t in rp.REPORT_TITLES]
+        [(t.kind, t.name, t.pattern) for t in TABLE.entries]

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 
 import pytest
 
-from cgkunit import report as rp
+from cgkunit import console as cr
 from cgkunit import run
 from conftest import DATA
 
@@ -48,7 +48,7 @@ def replay(lines: list[str], rules: run.StopRules = DEFAULT, *, pace: float = 0.
     for n, line in enumerate(lines, 1):
         m = STAMP.match(line)
         at = max(now, T0 + float(m.group(1))) if m else now + pace
-        if result_time and rp.RESULT.match(rp.strip_prefix(line)):
+        if result_time and cr.RESULT.match(cr.strip_prefix(line)):
             at += result_time
         while polled and now + tick < at:
             now += tick
@@ -81,7 +81,7 @@ def log_lines(name: str) -> list[str]:
 def first_report_at(lines: list[str], kind: str) -> float:
     """Stamp of the first title line of that kind."""
     for line in lines:
-        if rp.classify(rp.strip_prefix(line)) == kind:
+        if cr.classify(cr.strip_prefix(line)) == kind:
             m = STAMP.match(line)
             assert m, line
             return float(m.group(1))
@@ -196,7 +196,7 @@ def test_deadlines_come_before_failure_states() -> None:
 def test_a_clean_run_is_never_stopped(name: str, pace: float, result_time: float) -> None:
     r = replay(log_lines(name), pace=pace, result_time=result_time, silence=200)
     assert r.verdict is None, r.verdict
-    assert rp.parse_console((DATA / name).read_text()).status == "pass"
+    assert cr.parse_console((DATA / name).read_text()).status == "pass"
 
 
 def test_a_clean_run_with_long_quiet_cases_is_never_stopped() -> None:
@@ -215,7 +215,7 @@ def test_a_clean_run_with_long_quiet_cases_is_never_stopped() -> None:
 def test_a_failing_run_that_goes_on_is_not_stopped(name: str) -> None:
     """One report fails its case; KUnit goes on and the make check entries need the rest."""
     lines = log_lines(name)
-    assert rp.parse_console("\n".join(lines)).status == "fail"
+    assert cr.parse_console("\n".join(lines)).status == "fail"
     # cases of 2 s between their results, console lines 20 ms apart
     r = replay(lines, pace=0.02, result_time=2.0, silence=10)
     assert r.verdict is None, r.verdict
@@ -228,10 +228,10 @@ def test_kcsan_repeats_a_race_within_a_case_so_a_count_alone_is_no_storm() -> No
     counts: dict[str, int] = {}
     worst = 0
     for line in lines:
-        text = rp.strip_prefix(line)
-        if rp.RESULT.match(text):
+        text = cr.strip_prefix(line)
+        if cr.RESULT.match(text):
             counts = {}
-        elif rp.classify(text) == "kcsan":
+        elif cr.classify(text) == "kcsan":
             counts[text] = counts.get(text, 0) + 1
             worst = max(worst, counts[text])
     assert worst >= 3 * DEFAULT.storm_repeats
