@@ -41,8 +41,8 @@ from .boots import FAIL, PASS, Outcome, Replay, RunRecord, aggregate, stress_loo
 from .checklist import load_checks
 from .commits import (BASE, Workspace, clone_path, ensure_clone, prepared_commits, series_pick,
                       subject_of, unhook)
-from .common import (DriverError, fmt_time, overlaps, pct, plural, read_json, run_cmd, say,
-                     write_json)
+from .common import (Context, DriverError, fmt_time, overlaps, pct, plural, read_json, run_cmd,
+                     say, write_json)
 from .params import (SEED_PARAM, check_filter, check_kernel_args, draw_seeds, seed_in_args,
                      without_seed)
 from .stats import wilson
@@ -167,7 +167,7 @@ class Target:
     bad: str
 
 
-def check_input(repo: Path, build: Path, opts: BisectOptions) -> tuple[Target, int | None]:
+def check_input(ctx: Context, opts: BisectOptions) -> tuple[Target, int | None]:
     """Every input checked before any build: (what to bisect, the fixed seed or None)."""
     for what, value in (("GOOD", opts.good), ("BAD", opts.bad)):
         if not value:
@@ -175,17 +175,17 @@ def check_input(repo: Path, build: Path, opts: BisectOptions) -> tuple[Target, i
                               f"or {BASE} or a patch of kernel/series")
     parse_runs(str(opts.runs))
     check_signature(opts.signature)
-    profiles.load_profile(repo, opts.profile)
-    check_filter(opts.filter_glob, "--filter (or FILTER)", repo)
-    check_kernel_args(opts.kernel_args, repo)
+    profiles.load_profile(ctx.repo, opts.profile)
+    check_filter(opts.filter_glob, "--filter (or FILTER)", ctx.repo)
+    check_kernel_args(opts.kernel_args, ctx.repo)
     fixed = seed_in_args(opts.kernel_args, "--kernel-args (or KERNEL_ARGS)")
     if opts.kernel_src:
-        src, _ = validate_kernel_src(opts.kernel_src, "HEAD", build)
+        src, _ = validate_kernel_src(opts.kernel_src, "HEAD", ctx.build)
         good, bad = user_rev(src, opts.good, "GOOD"), user_rev(src, opts.bad, "BAD")
         check_ancestry(src, good, bad, (opts.good, opts.bad))
         check_clean(src)
         return Target(src=src, good=good, bad=bad), fixed
-    names = series_names(repo)
+    names = series_names(ctx.repo)
     good_i, bad_i = series_pick(names, opts.good, "GOOD"), series_pick(names, opts.bad, "BAD")
     if good_i >= bad_i:
         raise DriverError(f"GOOD={opts.good} is not an ancestor of BAD={opts.bad}: "
@@ -193,12 +193,12 @@ def check_input(repo: Path, build: Path, opts: BisectOptions) -> tuple[Target, i
     return Target(src=None, good=str(good_i), bad=str(bad_i)), fixed
 
 
-def series_commits(repo: Path, build: Path, target: Target) -> tuple[Path, str, str]:
+def series_commits(ctx: Context, target: Target) -> tuple[Path, str, str]:
     """(source repo, GOOD commit, BAD commit) of a target: KERNEL_SRC's, or the prepared
     tree's commits of the series positions (the tree is made or brought up to date)."""
     if target.src is not None:
         return target.src, target.good, target.bad
-    tree, _ = pipeline.prepare(repo, build, None)
+    tree, _ = pipeline.prepare(ctx.repo, ctx.build, None)
     commits = [c for _, c in prepared_commits(tree)]
     return tree.path, commits[int(target.good)], commits[int(target.bad)]
 
@@ -324,10 +324,9 @@ def step_seeds(repro: Sequence[int], fixed: int | None,
 # --- the work tree ------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class Context:
-    """Where and how commits are built and booted."""
-    repo: Path
-    build: Path
+class Bisection:
+    """One bisection: where and how its commits are built and booted."""
+    ctx: Context
     prof: profiles.Profile
     clone: Path
     runs: int
@@ -339,15 +338,15 @@ class Context:
 
     @property
     def dest(self) -> Path:
-        return bisect_dir(self.build, self.prof.name)
+        return bisect_dir(self.ctx.build, self.prof.name)
 
     @property
     def out(self) -> Path:
-        return profiles.out_dir(self.build, self.prof, VARIANT)
+        return profiles.out_dir(self.ctx.build, self.prof, VARIANT)
 
     @property
     def workspace(self) -> Workspace:
-        return Workspace(repo=self.repo, build=self.build, prof=self.prof, clone=self.clone,
+        return Workspace(ctx=self.ctx, prof=self.prof, clone=self.clone,
                          out=self.out, jobs=self.jobs, echo=self.echo)
 
 
@@ -355,53 +354,53 @@ def bisect_dir(build: Path, profile: str) -> Path:
     return build / RESULTS / profile
 
 
-def boot_runs(ctx: Context, commit: str, seeds: Iterator[int], match: Match, label: str,
+def boot_runs(bis: Bisection, commit: str, seeds: Iterator[int], match: Match, label: str,
               stop_at_match: bool) -> Outcome:
-    """Boot the built commit up to ctx.runs times into <dest>/<commit>/run-<i>."""
-    boot_at = ctx.workspace.booter(commit, f"bisect {commit[:12]}")
-    where = ctx.dest / commit[:12]
+    """Boot the built commit up to bis.runs times into <dest>/<commit>/run-<i>."""
+    boot_at = bis.workspace.booter(commit, f"bisect {commit[:12]}")
+    where = bis.dest / commit[:12]
     shutil.rmtree(where, ignore_errors=True)
-    replay = Replay(target=profiles.make_target(ctx.prof.name), kernel_args=ctx.kernel_args,
-                    filter_glob=ctx.filter_glob, env=replay_env(ctx.kernel_src, commit))
+    replay = Replay(target=profiles.make_target(bis.prof.name), kernel_args=bis.kernel_args,
+                    filter_glob=bis.filter_glob, env=replay_env(bis.kernel_src, commit))
 
     def boot(i: int, seed: int) -> rp.Report:
-        return boot_at(where / f"run-{i}", [f"{SEED_PARAM}={seed}", *ctx.kernel_args],
-                       ctx.filter_glob)
+        return boot_at(where / f"run-{i}", [f"{SEED_PARAM}={seed}", *bis.kernel_args],
+                       bis.filter_glob)
 
     def stop(rec: RunRecord) -> str:
         return f"run {rec.run} has the signature" if stop_at_match and matched(rec, match) else ""
-    return stress_loop(boot, seeds, ctx.runs, replay, label=label, keep_root=where, stop_when=stop)
+    return stress_loop(boot, seeds, bis.runs, replay, label=label, keep_root=where, stop_when=stop)
 
 
-def test_commit(ctx: Context, commit: str, label: str, seeds: Iterator[int], match: Match,
+def test_commit(bis: Bisection, commit: str, label: str, seeds: Iterator[int], match: Match,
                 stop_at_match: bool) -> tuple[list[RunRecord], str]:
     """Check out, hook the suite in, build, boot: (the runs, a build error or "")."""
-    say(f"{label}: {commit[:12]} {subject_of(ctx.clone, commit)}: building")
+    say(f"{label}: {commit[:12]} {subject_of(bis.clone, commit)}: building")
     try:
-        ctx.workspace.build_commit(commit)
+        bis.workspace.build_commit(commit)
     except DriverError as e:
         say(f"{label}: {commit[:12]}: skip: {e.reason}")
         return [], e.reason
     try:
-        outcome = boot_runs(ctx, commit, seeds, match, label, stop_at_match)
+        outcome = boot_runs(bis, commit, seeds, match, label, stop_at_match)
     except DriverError as e:  # no kernel image, no QEMU: this commit cannot be tested
         return [], e.reason
     finally:
-        unhook(ctx.clone)
+        unhook(bis.clone)
     if outcome.interrupted:
         raise KeyboardInterrupt
     return outcome.records, ""
 
 
-def verdict_at(ctx: Context, commit: str, role: str, label: str, seeds: Iterator[int],
+def verdict_at(bis: Bisection, commit: str, role: str, label: str, seeds: Iterator[int],
                spec: str, stop_at_match: bool, cases: Sequence[str] | None = None) -> Verdict:
     """test_commit + judge; spec auto (BAD only): the most frequent signature there;
     cases: where it comes (None at BAD: where it came there)."""
     start = time.monotonic()
-    records, error = test_commit(ctx, commit, label, seeds, matcher(spec),
+    records, error = test_commit(bis, commit, label, seeds, matcher(spec),
                                  stop_at_match and spec != AUTO)
     sig = auto_signature(records) if spec == AUTO else spec
-    v = judge(commit, subject_of(ctx.clone, commit), role, records, sig, error, cases)
+    v = judge(commit, subject_of(bis.clone, commit), role, records, sig, error, cases)
     v.elapsed = time.monotonic() - start
     say(f"{label}: {commit[:12]}: {v.verdict} ({v.matches} of {v.runs} runs match, "
         f"{v.clean} clean{', ' + v.reason if v.reason else ''}; {fmt_time(v.elapsed)})")
@@ -445,9 +444,9 @@ def verdicts_of(state: dict[str, Any]) -> list[Verdict]:
     return [Verdict.from_json(v) for v in state["verdicts"].values()]
 
 
-def context_of(repo: Path, build: Path, state: dict[str, Any]) -> Context:
+def bisection_of(ctx: Context, state: dict[str, Any]) -> Bisection:
     key = state["key"]
-    return Context(repo=repo, build=build, prof=profiles.load_profile(repo, key["profile"]),
+    return Bisection(ctx=ctx, prof=profiles.load_profile(ctx.repo, key["profile"]),
                    clone=Path(state["clone"]), runs=int(key["runs"]), filter_glob=key["filter"],
                    kernel_args=tuple(without_seed(key["kernel_args"])),
                    kernel_src=key["kernel_src"], jobs=state.get("jobs"),
@@ -478,35 +477,35 @@ def estimate_steps(tree: Path, good: str, bad: str) -> tuple[int, int]:
     return n, max(1, math.ceil(math.log2(n))) if n > 1 else 0
 
 
-def start_or_replay(ctx: Context, state: dict[str, Any], good: str, bad: str) -> None:
+def start_or_replay(bis: Bisection, state: dict[str, Any], good: str, bad: str) -> None:
     """Begin git bisect in the clone, or replay the saved log (an interrupted bisection)."""
-    unhook(ctx.clone)
-    git(ctx.clone, "bisect", "reset", "HEAD", check=False)
+    unhook(bis.clone)
+    git(bis.clone, "bisect", "reset", "HEAD", check=False)
     if state["log"]:
-        saved = ctx.dest / "bisect.log"
+        saved = bis.dest / "bisect.log"
         saved.write_text(state["log"])
         say(f"continuing the bisection from its log ({saved})")
-        git(ctx.clone, "bisect", "replay", str(saved))
+        git(bis.clone, "bisect", "replay", str(saved))
     else:
-        git(ctx.clone, "bisect", "start", bad, good)
+        git(bis.clone, "bisect", "start", bad, good)
 
 
-def bisect_run(ctx: Context) -> int:
+def bisect_run(bis: Bisection) -> int:
     """git bisect run with the step (bisect-step); git's own output to git-bisect-run.log."""
-    cmd = ["git", *GIT_CONFIG, "-C", str(ctx.clone), "bisect", "run", sys.executable, str(ENTRY),
-           "--build-dir", str(ctx.build), "bisect-step", "--profile", ctx.prof.name]
-    log = ctx.dest / "git-bisect-run.log"
+    cmd = ["git", *GIT_CONFIG, "-C", str(bis.clone), "bisect", "run", sys.executable, str(ENTRY),
+           "--build-dir", str(bis.ctx.build), "bisect-step", "--profile", bis.prof.name]
+    log = bis.dest / "git-bisect-run.log"
     with open(log, "a") as out:
         out.write("$ " + " ".join(cmd) + "\n")
         out.flush()
         return subprocess.call(cmd, stdout=out, stdin=subprocess.DEVNULL)
 
 
-def step(repo: Path, build: Path, profile: str) -> int:
+def step(ctx: Context, profile: str) -> int:
     """One `git bisect run` step on the clone's HEAD: 0 good, 1 bad, 125 skip, 128 (stop
     the bisection) when it cannot test at all; never a traceback (git would read 1)."""
     try:
-        return _step(repo, build, profile)
+        return _step(ctx, profile)
     except DriverError as e:
         say(f"bisect step: {e.reason}; stopping the bisection")
     except KeyboardInterrupt:
@@ -516,16 +515,16 @@ def step(repo: Path, build: Path, profile: str) -> int:
     return ABORT
 
 
-def _step(repo: Path, build: Path, profile: str) -> int:
-    dest = bisect_dir(build, profile)
+def _step(ctx: Context, profile: str) -> int:
+    dest = bisect_dir(ctx.build, profile)
     state = read_json(dest / STATE)
     if not isinstance(state, dict) or state.get("p") is None:
         raise DriverError(f"no bisection in progress in {dest}")
-    ctx = context_of(repo, build, state)
-    commit = rev(ctx.clone, "HEAD")
+    bis = bisection_of(ctx, state)
+    commit = rev(bis.clone, "HEAD")
     if commit is None:
-        raise DriverError(f"{ctx.clone}: no HEAD")
-    state["log"] = bisect_log(ctx.clone)  # every verdict before this one
+        raise DriverError(f"{bis.clone}: no HEAD")
+    state["log"] = bisect_log(bis.clone)  # every verdict before this one
     save_state(dest, state)
     done = state["verdicts"].get(commit)
     if isinstance(done, dict):
@@ -533,7 +532,7 @@ def _step(repo: Path, build: Path, profile: str) -> int:
         return CODES[done["verdict"]]
     k = 1 + sum(v.role.startswith("step") for v in verdicts_of(state))
     label = f"bisect step {k} of ~{max(k, int(state['steps']))}"
-    v = verdict_at(ctx, commit, f"step {k}", label, step_seeds(state["seeds"], state["seed"]),
+    v = verdict_at(bis, commit, f"step {k}", label, step_seeds(state["seeds"], state["seed"]),
                    state["signature"], True, state["cases"])
     state["verdicts"][commit] = v.to_json()
     save_state(dest, state)
@@ -542,12 +541,12 @@ def _step(repo: Path, build: Path, profile: str) -> int:
 
 # --- the whole bisection ----------------------------------------------------------------------------
 
-def check_endpoints(ctx: Context, state: dict[str, Any], good: str, bad: str) -> str:
+def check_endpoints(bis: Bisection, state: dict[str, Any], good: str, bad: str) -> str:
     """BAD reproduces (p and its seeds measured there) and GOOD is clean; "" when both hold,
     else why the bisection cannot start. Verdicts saved as they come."""
-    dest = ctx.dest
+    dest = bis.dest
     if state["p"] is None:
-        v = verdict_at(ctx, bad, "BAD", "bisect BAD", step_seeds([], state["seed"]),
+        v = verdict_at(bis, bad, "BAD", "bisect BAD", step_seeds([], state["seed"]),
                        state["key"]["signature"], False)
         state["verdicts"][bad] = v.to_json()
         save_state(dest, state)
@@ -559,7 +558,7 @@ def check_endpoints(ctx: Context, state: dict[str, Any], good: str, bad: str) ->
         say(f"bisect: BAD reproduces {v.matches} of {v.runs} runs (p = {v.rate:.2f}): "
             f"{state['signature']}")
     if good not in state["verdicts"]:
-        v = verdict_at(ctx, good, "GOOD", "bisect GOOD", step_seeds(state["seeds"], state["seed"]),
+        v = verdict_at(bis, good, "GOOD", "bisect GOOD", step_seeds(state["seeds"], state["seed"]),
                        state["signature"], True, state["cases"])
         state["verdicts"][good] = v.to_json()
         save_state(dest, state)
@@ -579,19 +578,19 @@ def bad_failed(v: Verdict) -> str:
     return f"BAD could not be tested: {v.reason}"
 
 
-def run_bisect(repo: Path, build: Path, opts: BisectOptions) -> int:
+def run_bisect(ctx: Context, opts: BisectOptions) -> int:
     """Check the input, then confirm the endpoints, git bisect run, print and write the
     result; the exit status. The same command again continues an interrupted bisection."""
     start = time.monotonic()
-    target, fixed = check_input(repo, build, opts)
-    src, good, bad = series_commits(repo, build, target)
-    prof = profiles.load_profile(repo, opts.profile)
-    dest = bisect_dir(build, prof.name)
+    target, fixed = check_input(ctx, opts)
+    src, good, bad = series_commits(ctx, target)
+    prof = profiles.load_profile(ctx.repo, opts.profile)
+    dest = bisect_dir(ctx.build, prof.name)
     key = command_key(opts, src, good, bad)
     state = load_state(dest, key)
     if state is not None and state.get("result"):
         return finish(state, dest, state["result"])
-    clone = ensure_clone(clone_path(build, CLONES, prof.name), src)
+    clone = ensure_clone(clone_path(ctx.build, CLONES, prof.name), src)
     if state is None:
         clear_dest(dest)
         commits, steps = estimate_steps(clone, good, bad)
@@ -600,14 +599,14 @@ def run_bisect(repo: Path, build: Path, opts: BisectOptions) -> int:
         say(f"bisect: continuing the bisection saved in {dest / STATE}")
     state.update(jobs=opts.jobs, echo=opts.echo)
     save_state(dest, state)
-    ctx = context_of(repo, build, state)
+    bis = bisection_of(ctx, state)
     spent = float(state.get("spent", 0.0))
     try:
-        why = check_endpoints(ctx, state, good, bad)
+        why = check_endpoints(bis, state, good, bad)
         if not why:
-            start_or_replay(ctx, state, good, bad)
+            start_or_replay(bis, state, good, bad)
             if not parse_log(bisect_log(clone))[0]:
-                bisect_run(ctx)
+                bisect_run(bis)
             state = read_json(dest / STATE) or state
             state["log"] = bisect_log(clone)
         result = result_of(state, why)
@@ -742,28 +741,29 @@ def make_selftest_tree(prepared: Path, top: str, dest: Path, breakage: Path) -> 
     return top, culprit, bad
 
 
-def run_selftest(repo: Path, build: Path, runs: int = SELFTEST_RUNS, jobs: int | None = None,
+def run_selftest(ctx: Context, runs: int = SELFTEST_RUNS, jobs: int | None = None,
                  echo: bool = False) -> int:
     """Bisect a throwaway tree with a known culprit (checks.json's SELFTEST_CHECK breakage
     patch) through KERNEL_SRC: it must be named with confidence >= 0.9; 0 when it is."""
     start = time.monotonic()
     runs = parse_runs(str(runs))
-    check = next((c for c in load_checks(repo) if c.name == SELFTEST_CHECK), None)
+    check = next((c for c in load_checks(ctx.repo) if c.name == SELFTEST_CHECK), None)
     if check is None or len(check.extra_patches) != 1:
         raise DriverError(f"checks.json has no check {SELFTEST_CHECK} with one breakage patch")
-    tree, _ = pipeline.prepare(repo, build, None)
+    tree, _ = pipeline.prepare(ctx.repo, ctx.build, None)
     with tempfile.TemporaryDirectory(prefix="cgkunit-bisect-selftest-") as tmp:
-        if overlaps(Path(tmp).resolve(), build.resolve()):
+        if overlaps(Path(tmp).resolve(), ctx.build.resolve()):
             raise DriverError(f"the temporary directory {tmp} is in the build root; set TMPDIR")
         src = Path(tmp) / "linux"
         good, culprit, bad = make_selftest_tree(tree.path, kernel_commit(tree), src,
-                                                repo / check.extra_patches[0])
+                                                ctx.repo / check.extra_patches[0])
         say(f"self-test: GOOD {good[:12]}, culprit {culprit[:12]}, BAD {bad[:12]}")
-        code = run_bisect(repo, build, BisectOptions(
+        code = run_bisect(ctx, BisectOptions(
             good=good, bad=bad, profile=check.profile, runs=runs, filter_glob=check.filter,
             kernel_args=tuple(check.kernel_args), kernel_src=str(src), jobs=jobs, echo=echo))
-        shutil.rmtree(clone_path(build, CLONES, check.profile), ignore_errors=True)  # its source is gone
-    data = read_json(bisect_dir(build, check.profile) / "bisect.json") or {}
+        # its source is gone
+        shutil.rmtree(clone_path(ctx.build, CLONES, check.profile), ignore_errors=True)
+    data = read_json(bisect_dir(ctx.build, check.profile) / "bisect.json") or {}
     res = data.get("result") or {}
     ok = code == 0 and res.get("commit") == culprit and res.get("confidence", 0) >= SELFTEST_MIN_CONFIDENCE
     print(f"bisect self-test: {'PASS' if ok else 'FAIL'}: named {res.get('commit') or 'nothing'} "

@@ -18,9 +18,9 @@ from . import checklist
 from . import bisection
 from . import deps, mbox, module_run, pipeline, stress
 from . import series_check, titles
-from .common import (BASE_FILE, DriverError, build_root, check_build_dir, env_flag, error_line,
-                     find_repo_root, flag_value, inside, one_line, read_text_file, safe_name,
-                     say, user_path)
+from .common import (BASE_FILE, Context, DriverError, build_root, check_build_dir, env_flag,
+                     error_line, find_repo_root, flag_value, inside, one_line, read_text_file,
+                     safe_name, say, user_path)
 from .fetch import fetch_base, parse_base
 from .lock import WAIT_ENV, BuildLock
 from .params import check_filter, check_kernel_args
@@ -380,13 +380,14 @@ def _results(args: argparse.Namespace, build: Path) -> Path:
     return inside(build, results_dir(build, args.profile, args.variant), "--variant")
 
 
-def preflight(args: argparse.Namespace, repo: Path, build: Path) -> None:
+def preflight(args: argparse.Namespace, ctx: Context) -> None:
     """Check a command's inputs before any long work (fetch, prepare, build, boot): the
     profile, --filter (its characters, and a suite it matches), the cgroup_kunit.* words of
     --kernel-args (names the suite declares, values it takes), each command's own options
     (checks.json for check, the bench, stress, bisect and series-check options, mbox's
     --out), CGKUNIT_ACCEL, KERNEL_SRC (never in the build root) or kernel/BASE,
     kernel/series, kernel/suite.msg and git; DriverError naming the first bad one."""
+    repo, build = ctx.repo, ctx.build
     if args.command == "report":
         load_profile(repo, args.profile)
         _results(args, build)
@@ -399,7 +400,7 @@ def preflight(args: argparse.Namespace, repo: Path, build: Path) -> None:
         load_profile(repo, coverage.PROFILE)
     if getattr(args, "filter", ""):
         check_filter(args.filter, "--filter (or FILTER)", repo)
-    _command_preflight(args, repo, build)
+    _command_preflight(args, ctx)
     if getattr(args, "kernel_args", ""):
         check_kernel_args(_split_args(args.kernel_args), repo)
     if args.command in BOOTS:
@@ -417,8 +418,9 @@ def preflight(args: argparse.Namespace, repo: Path, build: Path) -> None:
     hook_message(repo)
 
 
-def _command_preflight(args: argparse.Namespace, repo: Path, build: Path) -> None:
+def _command_preflight(args: argparse.Namespace, ctx: Context) -> None:
     """The options of one command, checked as the command itself checks them first."""
+    repo, build = ctx.repo, ctx.build
     if args.command == "module-run":
         module_run.check_cycles(args.cycles)
         module_run.module_args(args.module_args, repo)
@@ -429,7 +431,7 @@ def _command_preflight(args: argparse.Namespace, repo: Path, build: Path) -> Non
     elif args.command == "bench":
         bench.validate_options(_bench_options(args))
     elif args.command == "bisect":
-        bisection.check_input(repo, build, _bisect_options(args))
+        bisection.check_input(ctx, _bisect_options(args))
     elif args.command == "series-check":
         series_check.check_input(repo, _series_options(args))
     elif args.command == "check":
@@ -512,7 +514,7 @@ def check_make_goals(parser: Parser, repo: Path, goals: Sequence[str],
                         + f"; unset {var}" + _make_hint(var, value, goal))
         for argv in argvs:
             build = build or build_root(repo, None, env)
-            preflight(parser.parse_args(argv), repo, build)
+            preflight(parser.parse_args(argv), Context(repo, build))
 
 
 def _make_hint(var: str, value: str, goal: str) -> str:
@@ -536,18 +538,19 @@ def dispatch(args: argparse.Namespace, parser: Parser | None = None) -> int:
         deps.ensure_deps()
         return 0
     repo = find_repo_root()
-    build = build_root(repo, args.build_dir)
-    preflight(args, repo, build)
+    ctx = Context(repo, build_root(repo, args.build_dir))
+    preflight(args, ctx)
     if args.command not in LOCKED or (args.command == "check" and args.list):
-        return run_command(args, repo, build)  # writes nothing under the build root
+        return run_command(args, ctx)  # writes nothing under the build root
     words = ["cgkunit", *getattr(args, "argv", [args.command])]
-    with BuildLock(build).acquire([shlex.quote(w) for w in words],
-                                  wait=args.wait_lock or env_flag(WAIT_ENV)):
-        return run_command(args, repo, build)
+    with BuildLock(ctx.build).acquire([shlex.quote(w) for w in words],
+                                      wait=args.wait_lock or env_flag(WAIT_ENV)):
+        return run_command(args, ctx)
 
 
-def run_command(args: argparse.Namespace, repo: Path, build: Path) -> int:
+def run_command(args: argparse.Namespace, ctx: Context) -> int:
     """One command, its inputs checked (preflight)."""
+    repo, build = ctx.repo, ctx.build
     if args.command == "fetch":
         base = fetch_base(repo, build)
         print(base.path)
@@ -557,7 +560,7 @@ def run_command(args: argparse.Namespace, repo: Path, build: Path) -> int:
         print(tree.path)
         return 0
     if args.command == "mbox":
-        for f in mbox.export_mbox(repo, build, _mbox_out(args, build)):
+        for f in mbox.export_mbox(ctx, _mbox_out(args, build)):
             print(f)
         return 0
     if args.command == "build":
@@ -569,7 +572,7 @@ def run_command(args: argparse.Namespace, repo: Path, build: Path) -> int:
             print(ko)
         return 0
     if args.command == "module-run":
-        return module_run.module_run(repo, build, args.profile, args.cycles, args.module_args,
+        return module_run.module_run(ctx, args.profile, args.cycles, args.module_args,
                                      args.filter, args.kernel_src, args.kernel_ref, args.jobs,
                                      echo=args.verbose, kdir_text=args.kdir)
     if args.command == "run":
@@ -584,21 +587,21 @@ def run_command(args: argparse.Namespace, repo: Path, build: Path) -> int:
     if args.command == "bench":
         return bench.run_bench(repo, build, _bench_options(args))
     if args.command == "stress":
-        return stress.run_stress(repo, build, stress.StressOptions(
+        return stress.run_stress(ctx, stress.StressOptions(
             profile=args.profile, runs=args.runs, seed=args.seed, until_fail=args.until_fail,
             kernel_args=tuple(_split_args(args.kernel_args)), filter_glob=args.filter,
             no_build=args.no_build, jobs=args.jobs, echo=args.verbose,
             kernel_src=args.kernel_src, kernel_ref=args.kernel_ref))
     if args.command == "bisect":
-        return bisection.run_bisect(repo, build, _bisect_options(args))
+        return bisection.run_bisect(ctx, _bisect_options(args))
     if args.command == "bisect-step":
-        return bisection.step(repo, build, args.profile)
+        return bisection.step(ctx, args.profile)
     if args.command == "bisect-selftest":
-        return bisection.run_selftest(repo, build, args.runs, args.jobs, args.verbose)
+        return bisection.run_selftest(ctx, args.runs, args.jobs, args.verbose)
     if args.command == "series-check":
-        return series_check.run_series_check(repo, build, _series_options(args))
+        return series_check.run_series_check(ctx, _series_options(args))
     if args.command == "coverage":
-        return coverage.run_coverage(repo, build, pipeline.RunOptions(
+        return coverage.run_coverage(ctx, pipeline.RunOptions(
             profile=coverage.PROFILE, kernel_args=_split_args(args.kernel_args),
             filter_glob=args.filter, no_build=args.no_build, kernel_src=args.kernel_src,
             kernel_ref=args.kernel_ref, echo=args.verbose, jobs=args.jobs))

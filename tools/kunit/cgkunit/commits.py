@@ -16,7 +16,7 @@ from typing import Callable, Sequence
 
 from . import pipeline
 from . import profile as profiles
-from .common import DriverError, read_json, run_cmd, say, write_json
+from .common import Context, DriverError, read_json, run_cmd, say, write_json
 from .report import Report
 from .run import build as build_kernel
 from .tree import GIT_CONFIG, SUITE_DIR, PreparedTree, git, hook_suite, rev
@@ -95,8 +95,7 @@ Boot = Callable[[Path, list[str], str], Report]  # (results dir, kernel args, fi
 @dataclass(frozen=True)
 class Workspace:
     """A clone and the build directory its commits are built into."""
-    repo: Path
-    build: Path
+    ctx: Context
     prof: profiles.Profile
     clone: Path
     out: Path
@@ -108,8 +107,8 @@ class Workspace:
         DriverError when it fails (the hook undone); else unhook() after the boots."""
         checkout(self.clone, commit)
         try:
-            hook_suite(self.clone, self.repo / SUITE_DIR)
-            return build_kernel(self.clone, self.prof, self.repo, self.build, self.jobs,
+            hook_suite(self.clone, self.ctx.repo / SUITE_DIR)
+            return build_kernel(self.clone, self.prof, self.ctx.repo, self.ctx.build, self.jobs,
                                 out=self.out)
         except DriverError:
             unhook(self.clone)
@@ -118,12 +117,12 @@ class Workspace:
     def booter(self, commit: str, base: str) -> Boot:
         """What boots the commit just built (base: the report's base label); DriverError when
         there is no image (or, x86_64, no QEMU)."""
-        image = pipeline.require_image(self.build, self.prof, self.out)
-        shim, _ = pipeline.choose_qemu(self.prof, image, self.build)
+        image = pipeline.require_image(self.ctx.build, self.prof, self.out)
+        shim, _ = pipeline.choose_qemu(self.prof, image, self.ctx.build)
         tree = PreparedTree(path=self.clone, base_commit=commit, head_commit=commit)
 
         def boot(results: Path, kernel_args: list[str], filter_glob: str) -> Report:
-            return pipeline.boot_and_report(self.repo, self.build, self.prof, tree, base, results,
-                                            kernel_args, filter_glob, shim=shim, out=self.out,
-                                            echo=self.echo)
+            return pipeline.boot_and_report(self.ctx.repo, self.ctx.build, self.prof, tree, base,
+                                            results, kernel_args, filter_glob, shim=shim,
+                                            out=self.out, echo=self.echo)
         return boot

@@ -11,6 +11,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -228,6 +229,14 @@ def build_root(repo: Path, override: str | None = None,
     check_build_location(path, repo, what)
     check_build_dir(path, what)
     return path
+
+
+@dataclass(frozen=True)
+class Context:
+    """Where a command works: the project (kernel/, lib/kunit-cgroup/, tools/kunit/; see
+    find_repo_root) and the build root it writes under (build_root)."""
+    repo: Path
+    build: Path
 
 
 def sha256_file(path: Path) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from . import deps
 from . import profile as profiles
-from .common import DriverError, run_cmd, say, write_json
+from .common import Context, DriverError, run_cmd, say, write_json
 from .pipeline import RunOptions, run_profile
 from .report import exit_code, raise_refused
 
@@ -303,19 +303,19 @@ def report(info: Path, dest: Path, run_status: str) -> list[TargetCoverage]:
     return results
 
 
-def run_coverage(repo: Path, build_root: Path, opts: RunOptions) -> int:
+def run_coverage(ctx: Context, opts: RunOptions) -> int:
     """Build um-coverage, boot the suite once, and report coverage; the run's exit code."""
     deps.ensure_deps(PACKAGES)
     lcov_tools()
-    prof = profiles.load_profile(repo, PROFILE)
-    out = profiles.out_dir(build_root, prof)
+    prof = profiles.load_profile(ctx.repo, PROFILE)
+    out = profiles.out_dir(ctx.build, prof)
     if out.is_dir():
         cleared = clear_counts(out)
         if cleared:
             say(f"cleared {cleared} .gcda files of an earlier boot")
     opts.profile = PROFILE
-    result = run_profile(repo, build_root, opts)
-    dest = profiles.results_dir(build_root, PROFILE)
+    result = run_profile(ctx.repo, ctx.build, opts)
+    dest = profiles.results_dir(ctx.build, PROFILE)
     info = capture(out, dest)
     report(info, dest, result.status)
     if result.status != "pass":

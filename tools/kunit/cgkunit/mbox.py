@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 from . import pipeline
-from .common import DriverError, read_text_file, say
+from .common import Context, DriverError, read_text_file, say
 from .tree import git
 
 COVER_MSG = Path("kernel") / "cover.msg"
@@ -92,12 +92,12 @@ def clear_out(out: Path, ours: bool) -> None:
     (out / OUT_MARK).write_text("written by cgkunit mbox: it replaces the *.patch files here\n")
 
 
-def export_mbox(repo: Path, build_root: Path, out: Path) -> list[Path]:
+def export_mbox(ctx: Context, out: Path) -> list[Path]:
     """Write the cover letter and one file per patch into out (check_out: a directory of
     mbox's own, or an empty or new one; its earlier patches removed first); the files."""
-    ours = check_out(out, build_root)
-    subject, body = cover_text(repo)
-    tree, _ = pipeline.prepare(repo, build_root, None)
+    ours = check_out(out, ctx.build)
+    subject, body = cover_text(ctx.repo)
+    tree, _ = pipeline.prepare(ctx.repo, ctx.build, None)
     if tree.variant:
         raise DriverError("the prepared tree carries extra patches; prepare it without them")
     clear_out(out, ours)

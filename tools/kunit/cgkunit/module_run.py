@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from . import profile as profiles
-from .common import DriverError, read_text_file, run_logged, say, user_path, write_json
+from .common import Context, DriverError, read_text_file, run_logged, say, user_path, write_json
 from .params import SUITE_MODULE, param_rules, refused_value, suite_parameters
 from .pipeline import choose_qemu, prepare
 from .console import build_report, strip_prefix
@@ -163,13 +163,13 @@ def kdir_make_command(kdir: Path, src: Path, jobs: int) -> list[str]:
             f"-j{jobs}", "modules"]
 
 
-def build_module_kdir(repo: Path, build_root: Path, kdir: Kdir, jobs: int | None) -> Path:
+def build_module_kdir(ctx: Context, kdir: Kdir, jobs: int | None) -> Path:
     """cgroup_kunit.ko built out of tree against kdir, from a copy of lib/kunit-cgroup under
     the build root (Kbuild writes its objects next to the sources)."""
-    src = build_root / "module-kdir" / "src"
+    src = ctx.build / "module-kdir" / "src"
     if src.exists():
         shutil.rmtree(src)
-    shutil.copytree(repo / "lib" / "kunit-cgroup", src)
+    shutil.copytree(ctx.repo / "lib" / "kunit-cgroup", src)
     log = src.parent / "build.log"
     say(f"building {MODULE} against KDIR {kdir.path} ({kdir.release}); log {log}")
     rc, secs = run_logged(kdir_make_command(kdir.path, src, jobs or os.cpu_count() or 1), log,
@@ -437,12 +437,12 @@ class Guest:
     work: Path                       # where the initramfs goes and QEMU runs
 
 
-def own_guest(repo: Path, build_root: Path, prof: profiles.Profile, kernel_src: str | None,
-              kernel_ref: str, jobs: int | None) -> Guest:
+def own_guest(ctx: Context, prof: profiles.Profile, kernel_src: str | None, kernel_ref: str,
+              jobs: int | None) -> Guest:
     """The profile's kernel with the series, the suite =m, modules and kmemleak."""
-    tree, base = prepare(repo, build_root, kernel_src, kernel_ref)
-    out = build_root / "out" / f"{prof.name}-module-run"
-    build(tree.path, prof, repo, build_root, jobs, out=out, kconfig_add=MODULE_RUN_KCONFIG)
+    tree, base = prepare(ctx.repo, ctx.build, kernel_src, kernel_ref)
+    out = ctx.build / "out" / f"{prof.name}-module-run"
+    build(tree.path, prof, ctx.repo, ctx.build, jobs, out=out, kconfig_add=MODULE_RUN_KCONFIG)
     ko = out / "lib" / "kunit-cgroup" / MODULE
     image = out / "arch" / "x86" / "boot" / "bzImage"
     for need in (ko, image):
@@ -453,9 +453,9 @@ def own_guest(repo: Path, build_root: Path, prof: profiles.Profile, kernel_src: 
                  results_name=f"{prof.name}-module-run", work=out)
 
 
-def kdir_guest(repo: Path, build_root: Path, kdir: Kdir, jobs: int | None) -> Guest:
+def kdir_guest(ctx: Context, kdir: Kdir, jobs: int | None) -> Guest:
     """A user's built kernel (KDIR) and the suite built against it."""
-    ko = build_module_kdir(repo, build_root, kdir, jobs)
+    ko = build_module_kdir(ctx, kdir, jobs)
     if not ko.is_file():
         raise DriverError(f"building against {kdir.path} produced no {MODULE}")
     if not kdir.kmemleak:
@@ -465,28 +465,28 @@ def kdir_guest(repo: Path, build_root: Path, kdir: Kdir, jobs: int | None) -> Gu
                  work=ko.parent.parent)
 
 
-def module_run(repo: Path, build_root: Path, profile_name: str, cycles: int, args_text: str,
+def module_run(ctx: Context, profile_name: str, cycles: int, args_text: str,
                filter_glob: str, kernel_src: str | None, kernel_ref: str = "HEAD",
                jobs: int | None = None, echo: bool = False, kdir_text: str = "") -> int:
     """Build (or, with kdir_text, build the module against KDIR), boot, load and unload
     CYCLES times; print the summary; the exit status."""
     check_cycles(cycles)
-    args = module_args(args_text, repo)
-    prof = profiles.load_profile(repo, profile_name)
+    args = module_args(args_text, ctx.repo)
+    prof = profiles.load_profile(ctx.repo, profile_name)
     if prof.arch != "x86_64":
         raise DriverError(f"module-run needs an x86_64 profile, not {prof.name} ({prof.arch})")
     if not BUSYBOX.is_file():
         raise DriverError(f"{BUSYBOX} missing: install busybox-static (make deps does)")
     if kdir_text:
-        guest = kdir_guest(repo, build_root, check_kdir(kdir_text), jobs)
+        guest = kdir_guest(ctx, check_kdir(kdir_text), jobs)
     else:
-        guest = own_guest(repo, build_root, prof, kernel_src, kernel_ref, jobs)
+        guest = own_guest(ctx, prof, kernel_src, kernel_ref, jobs)
     ko, image, out = guest.ko, guest.image, guest.work
-    results = profiles.results_dir(build_root, guest.results_name)
+    results = profiles.results_dir(ctx.build, guest.results_name)
     initramfs = write_initramfs(out / "initramfs.cpio", ko, init_script(cycles, args))
     kernel_args = [f"kunit.filter_glob={filter_glob}"] if filter_glob else []
     cmd = qemu_command(image, initramfs, prof, kernel_args)
-    shim, accel = choose_qemu(prof, image, build_root)
+    shim, accel = choose_qemu(prof, image, ctx.build)
     say(f"module-run {prof.name}: {cycles} cycles of insmod {' '.join([MODULE, *args])}"
         + (f", filter {filter_glob}" if filter_glob else "") + f" (QEMU {accel})")
     interrupted = False

@@ -32,7 +32,7 @@ from . import profile as profiles
 from . import report as rp
 from .commits import (BASE, Workspace, clone_path, ensure_clone, prepared_commits, series_pick,
                       subject_of, unhook)
-from .common import DriverError, fmt_time, plural, say, write_json
+from .common import Context, DriverError, fmt_time, plural, say, write_json
 from .params import (DURATION, SEED_PARAM, SUITE_MODULE, check_filter, check_kernel_args,
                      draw_seeds, seed_in_args, sets, without_seed)
 from .signature import signatures
@@ -416,23 +416,23 @@ def clear_dest(dest: Path) -> None:
     dest.mkdir(parents=True, exist_ok=True)
 
 
-def run_series_check(repo: Path, build: Path, opts: SeriesCheckOptions,
+def run_series_check(ctx: Context, opts: SeriesCheckOptions,
                      rng: random.Random | None = None) -> int:
     """Check the input, then build and boot every commit from opts.start on; print the table,
     write the files; the exit status (DriverError when the suite refused a parameter)."""
     began = time.monotonic()
-    plan = check_input(repo, opts)
-    prof = profiles.load_profile(repo, opts.profile)
-    tree, base = pipeline.prepare(repo, build, None)
+    plan = check_input(ctx.repo, opts)
+    prof = profiles.load_profile(ctx.repo, opts.profile)
+    tree, base = pipeline.prepare(ctx.repo, ctx.build, None)
     planned = prepared_commits(tree)[plan.start:]
-    dest = profiles.results_dir(build, prof.name, VARIANT)
+    dest = profiles.results_dir(ctx.build, prof.name, VARIANT)
     run = SeriesCheck(profile=prof.name, tree=str(tree.path), base=base, start=opts.start,
                       kernel_args=list(plan.kernel_args), defaulted=plan.defaulted,
                       filter_glob=opts.filter_glob, planned=planned)
     clear_dest(dest)
-    clone = ensure_clone(clone_path(build, TOOL, prof.name), tree.path)
-    ws = Workspace(repo=repo, build=build, prof=prof, clone=clone,
-                   out=profiles.out_dir(build, prof, VARIANT), jobs=opts.jobs, echo=opts.echo)
+    clone = ensure_clone(clone_path(ctx.build, TOOL, prof.name), tree.path)
+    ws = Workspace(ctx=ctx, prof=prof, clone=clone, out=profiles.out_dir(ctx.build, prof, VARIANT),
+                   jobs=opts.jobs, echo=opts.echo)
     say(f"series-check {prof.name}: {plural(len(planned), 'commit')}, "
         f"{display_name(planned[0][0])} .. {display_name(planned[-1][0])}; {args_line(run)}")
     seeds: Iterator[int] = draw_seeds(plan.seed, rng)

@@ -19,7 +19,7 @@ from . import profile as profiles
 from . import report as rp
 from .boots import (BAD_INPUT, FAIL, INFRA, PASS, Outcome, Replay, RunRecord, aggregate, counted,
                     stress_loop)
-from .common import DriverError, pct, say, write_json
+from .common import Context, DriverError, pct, say, write_json
 from .machine import host_cpu_model
 from .params import MAX_SEED, SEED_PARAM, draw_seeds, seed_in_args, without_seed
 from .stats import wilson
@@ -246,17 +246,16 @@ def finish(s: Stress, dest: Path) -> int:
     return exit_status(s.records)
 
 
-def run_stress(repo: Path, build_root: Path, opts: StressOptions,
-               rng: random.Random | None = None) -> int:
+def run_stress(ctx: Context, opts: StressOptions, rng: random.Random | None = None) -> int:
     """Check the input, build once (unless no_build), boot opts.runs times back to back,
     print the table and write the JSON; the exit status."""
     fixed = check_options(opts.runs, opts.seed, opts.kernel_args)
     user_args = without_seed(opts.kernel_args)
-    kernel = pipeline.ready_kernel(repo, build_root, pipeline.RunOptions(
+    kernel = pipeline.ready_kernel(ctx.repo, ctx.build, pipeline.RunOptions(
         profile=opts.profile, no_build=opts.no_build, kernel_src=opts.kernel_src,
         kernel_ref=opts.kernel_ref, jobs=opts.jobs, echo=opts.echo))
     prof = kernel.profile
-    dest = stress_dir(build_root, prof.name)
+    dest = stress_dir(ctx.build, prof.name)
     clear_stress_dir(dest)
     replay = Replay(target=profiles.make_target(prof.name), kernel_args=tuple(user_args),
                     filter_glob=opts.filter_glob,
@@ -267,7 +266,7 @@ def run_stress(repo: Path, build_root: Path, opts: StressOptions,
                tree=f"{kernel.tree.path} @ {kernel.tree.head_commit[:12]}", base=kernel.base)
 
     def boot(i: int, seed: int) -> rp.Report:
-        return pipeline.boot_and_report(repo, build_root, prof, kernel.tree, kernel.base,
+        return pipeline.boot_and_report(ctx.repo, ctx.build, prof, kernel.tree, kernel.base,
                                         dest / f"run-{i}", [f"{SEED_PARAM}={seed}", *user_args],
                                         opts.filter_glob, shim=kernel.shim, echo=opts.echo)
 

@@ -16,7 +16,7 @@ from cgkunit import bisection as bs
 from cgkunit import cli
 from cgkunit import console as cr
 from cgkunit import boots as bt
-from cgkunit.common import DriverError
+from cgkunit.common import Context, DriverError
 from cgkunit.params import MAX_SEED
 from conftest import DATA, KUNIT_DIR
 from test_tree import git, make_kernel, write_files
@@ -282,8 +282,8 @@ def test_series_mode_checks_names_before_anything(project: dict[str, Path],
     opts = bs.BisectOptions(good="0002", bad="0001")
     with pytest.raises(DriverError, match="GOOD=0002 is not an ancestor of BAD=0001: GOOD must come "
                                           "before BAD in kernel/series"):
-        bs.check_input(project["repo"], project["build"], opts)
-    target, fixed = bs.check_input(project["repo"], project["build"],
+        bs.check_input(Context(project["repo"], project["build"]), opts)
+    target, fixed = bs.check_input(Context(project["repo"], project["build"]),
                                    bs.BisectOptions(good="base", bad="0002",
                                                     kernel_args=("cgroup_kunit.seed=5",)))
     assert target == bs.Target(src=None, good="0", bad="2") and fixed == 5
@@ -296,7 +296,8 @@ def test_series_mode_bisects_the_prepared_trees_commits(project: dict[str, Path]
     tree = PreparedTree(path=project["kernel"], base_commit="b" * 40, head_commit="h" * 40,
                         patches=[("0001-a.patch", "1" * 40), ("0002-b.patch", "2" * 40)])
     monkeypatch.setattr(pipeline, "prepare", lambda *a: (tree, "base"))
-    got = bs.series_commits(project["repo"], project["build"], bs.Target(src=None, good="0", bad="2"))
+    got = bs.series_commits(Context(project["repo"], project["build"]),
+                            bs.Target(src=None, good="0", bad="2"))
     assert got == (project["kernel"], "b" * 40, "2" * 40)
 
 
@@ -315,19 +316,19 @@ def run_of(n: int, seed: int, bad: bool) -> bt.RunRecord:
     return bt.RunRecord(run=n, seed=seed, status=bt.FAIL, report_status="fail", signatures=[found])
 
 
-def fake_test_commit(ctx: bs.Context, commit: str, label: str, seeds: Iterator[int],
+def fake_test_commit(bis: bs.Bisection, commit: str, label: str, seeds: Iterator[int],
                      match: bs.Match, stop_at_match: bool) -> tuple[list[bt.RunRecord], str]:
     """Versions 5 and up fail (from version 7 only every other run), 3 does not build."""
-    version = int(git(ctx.clone, "show", f"{commit}:version"))
+    version = int(git(bis.clone, "show", f"{commit}:version"))
     if version == 3:
         return [], "build of um-lockdep failed: error: fake"
     out: list[bt.RunRecord] = []
-    for i in range(1, ctx.runs + 1):
+    for i in range(1, bis.runs + 1):
         rec = run_of(i, next(seeds), version >= 5 and (version < 7 or i % 2 == 0))
         out.append(rec)
         if stop_at_match and match(LEAK) and rec.status == bt.FAIL:
             break
-    with open(ctx.build / "tested", "a") as f:
+    with open(bis.ctx.build / "tested", "a") as f:
         f.write(f"{version}\n")
     return out, ""
 
@@ -337,10 +338,11 @@ sys.path.insert(0, {str(KUNIT_DIR)!r})
 sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
 from pathlib import Path
 from cgkunit import bisection as bisect
+from cgkunit.common import Context
 import test_bisect
 bisect.test_commit = test_bisect.fake_test_commit
 args = sys.argv[1:]
-sys.exit(bisect.step(Path({{repo!r}}), Path(args[1]), args[-1]))
+sys.exit(bisect.step(Context(Path({{repo!r}}), Path(args[1])), args[-1]))
 '''
 
 
@@ -367,7 +369,7 @@ def boots_of(p: dict[str, Path]) -> list[int]:
 def test_git_bisect_run_names_the_first_bad_commit(driven: dict[str, Path],
                                                    capfd: pytest.CaptureFixture[str]) -> None:
     p = driven
-    assert bs.run_bisect(p["repo"], p["build"], bisect_opts(p)) == 0
+    assert bs.run_bisect(Context(p["repo"], p["build"]), bisect_opts(p)) == 0
     out, err = capfd.readouterr()
     five = commit_of(p["kernel"], 5)
     assert f"first bad commit: {five} change 5\n" in out
@@ -392,13 +394,13 @@ def test_git_bisect_run_names_the_first_bad_commit(driven: dict[str, Path],
     assert not (p["kernel"] / ".git" / "BISECT_LOG").exists()
     # the same command again: the saved result, nothing built or booted
     before = boots_of(p)
-    assert bs.run_bisect(p["repo"], p["build"], bisect_opts(p)) == 0
+    assert bs.run_bisect(Context(p["repo"], p["build"]), bisect_opts(p)) == 0
     assert boots_of(p) == before and f"first bad commit: {five}" in capfd.readouterr().out
 
 
 def test_a_seed_that_reproduced_at_bad_comes_first(driven: dict[str, Path]) -> None:
     p = driven
-    bs.run_bisect(p["repo"], p["build"], bisect_opts(p, runs=2))  # p = 1/2, n = 2: withheld
+    bs.run_bisect(Context(p["repo"], p["build"]), bisect_opts(p, runs=2))  # p = 1/2, n = 2: withheld
     state = json.loads((p["build"] / "results" / "bisect" / "um-lockdep" / bs.STATE).read_text())
     bad_seeds = state["seeds"]
     assert len(bad_seeds) == 1
@@ -411,14 +413,14 @@ def test_bad_that_does_not_reproduce_and_good_that_is_not_clean(driven: dict[str
                                                                capfd: pytest.CaptureFixture[str]) -> None:
     p = driven
     opts = bisect_opts(p, bad=commit_of(p["kernel"], 4))
-    assert bs.run_bisect(p["repo"], p["build"], opts) == 1
+    assert bs.run_bisect(Context(p["repo"], p["build"]), opts) == 1
     assert "not found: BAD does not reproduce: no run of 4 had the signature" in capfd.readouterr().out
     assert boots_of(p) == [4]
     opts = bisect_opts(p, good=commit_of(p["kernel"], 6))
-    assert bs.run_bisect(p["repo"], p["build"], opts) == 1
+    assert bs.run_bisect(Context(p["repo"], p["build"]), opts) == 1
     assert "not found: GOOD is not clean: the signature came in run 1" in capfd.readouterr().out
     opts = bisect_opts(p, good=commit_of(p["kernel"], 3))
-    assert bs.run_bisect(p["repo"], p["build"], opts) == 1
+    assert bs.run_bisect(Context(p["repo"], p["build"]), opts) == 1
     assert "not found: GOOD could not be tested: build of um-lockdep failed" in capfd.readouterr().out
 
 
@@ -431,7 +433,7 @@ def test_an_interrupted_bisection_continues_from_its_log(driven: dict[str, Path]
     bs.ENTRY.write_text(step.replace("sys.exit(bisect.step(", "code = (bisect.step(")
                         + "sys.exit(128 if len(open(Path(args[1]) / 'tested').read().split()) == 3 "
                           "else code)\n")
-    assert bs.run_bisect(p["repo"], p["build"], bisect_opts(p)) == 1
+    assert bs.run_bisect(Context(p["repo"], p["build"]), bisect_opts(p)) == 1
     assert "the same command again continues it" in capfd.readouterr().out
     first = boots_of(p)
     assert len(first) == 3
@@ -439,33 +441,33 @@ def test_an_interrupted_bisection_continues_from_its_log(driven: dict[str, Path]
     state = json.loads((dest / bs.STATE).read_text())
     assert state["result"] is None and len(state["verdicts"]) == 3 and "git bisect start" in state["log"]
     bs.ENTRY.write_text(step)
-    assert bs.run_bisect(p["repo"], p["build"], bisect_opts(p)) == 0
+    assert bs.run_bisect(Context(p["repo"], p["build"]), bisect_opts(p)) == 0
     out, err = capfd.readouterr()
     assert "continuing the bisection" in err and "was tested before" in err
     again = boots_of(p)[3:]
     assert first[2] not in again and 1 not in again and 9 not in again  # nothing tested twice
     assert f"first bad commit: {commit_of(p['kernel'], 5)}" in out
     # a different command starts over
-    assert bs.run_bisect(p["repo"], p["build"], bisect_opts(p, filter_glob="cgroup_ucount*")) == 0
+    assert bs.run_bisect(Context(p["repo"], p["build"]), bisect_opts(p, filter_glob="cgroup_ucount*")) == 0
     assert boots_of(p)[len(first) + len(again):][:2] == [9, 1]
 
 
 def test_the_step_never_answers_bad_for_its_own_trouble(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
-    assert bs.step(tmp_path, tmp_path, "um-lockdep") == bs.ABORT
+    assert bs.step(Context(tmp_path, tmp_path), "um-lockdep") == bs.ABORT
     assert "no bisection in progress" in capsys.readouterr().err
 
     def boom(*a: Any) -> Any:
         raise ValueError("oops")
     monkeypatch.setattr(bs, "_step", boom)
-    assert bs.step(tmp_path, tmp_path, "um-lockdep") == bs.ABORT
+    assert bs.step(Context(tmp_path, tmp_path), "um-lockdep") == bs.ABORT
     assert "internal error ValueError: oops" in capsys.readouterr().err
 
 
 def test_cli_dispatches_bisect(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[bs.BisectOptions] = []
 
-    def fake(repo: Path, build: Path, opts: bs.BisectOptions) -> int:
+    def fake(ctx: Context, opts: bs.BisectOptions) -> int:
         seen.append(opts)
         return 0
     monkeypatch.setattr(bs, "run_bisect", fake)

@@ -21,7 +21,7 @@ from cgkunit import console as cr
 from cgkunit import export
 from cgkunit import summary as sm
 from cgkunit import report as rp
-from cgkunit.common import DriverError
+from cgkunit.common import Context, DriverError
 from cgkunit.params import HARNESS, SUITE_DIR, check_kernel_args, suite_parameters
 from conftest import DATA, KUNIT_DIR
 from test_bad_input import fails
@@ -370,10 +370,10 @@ def test_coverage_with_a_refused_value_exits_2(tmp_path: Path,
     written: list[str] = []
     monkeypatch.setattr(cov, "report", lambda info, dest, status: written.append(status))
     with pytest.raises(DriverError) as exc:
-        cov.run_coverage(REPO, tmp_path, pipeline.RunOptions(profile=cov.PROFILE))
+        cov.run_coverage(Context(REPO, tmp_path), pipeline.RunOptions(profile=cov.PROFILE))
     assert str(exc.value) == MESSAGE and written == ["pass"]  # coverage reported first
     monkeypatch.setattr(cov, "run_profile", lambda repo, build, opts: parse("01_all_pass.log"))
-    assert cov.run_coverage(REPO, tmp_path, pipeline.RunOptions(profile=cov.PROFILE)) == 0
+    assert cov.run_coverage(Context(REPO, tmp_path), pipeline.RunOptions(profile=cov.PROFILE)) == 0
 
 
 def test_bench_with_a_refused_value(bench_env: dict[str, Path],  # noqa: F811

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from cgkunit import cli, lock
-from cgkunit.common import DriverError
+from cgkunit.common import Context, DriverError
 from conftest import KUNIT_DIR
 
 ENTRY = KUNIT_DIR / "cgkunit.py"
@@ -117,9 +117,9 @@ def test_commands_that_write_take_the_lock(tmp_path: Path, monkeypatch: pytest.M
                                            capsys: pytest.CaptureFixture[str]) -> None:
     seen: list[bool] = []
 
-    def fake(args: object, repo: Path, build: Path) -> int:
+    def fake(args: object, ctx: Context) -> int:
         with pytest.raises(DriverError, match="is in use by pid"):
-            lock.BuildLock(build).acquire(["other"], env={})
+            lock.BuildLock(ctx.build).acquire(["other"], env={})
         seen.append(True)
         return 0
     monkeypatch.setattr(cli, "run_command", fake)

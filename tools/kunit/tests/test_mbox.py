@@ -8,7 +8,7 @@ import pytest
 
 from cgkunit import mbox, pipeline
 from cgkunit import tree as tr
-from cgkunit.common import DriverError
+from cgkunit.common import Context, DriverError
 import test_tree as tt
 from test_tree import env  # noqa: F401  (the fixture)
 
@@ -45,7 +45,7 @@ def test_mbox_writes_series_suite_and_cover(env: dict[str, Path], monkeypatch: p
     (repo / "kernel" / "cover.msg").write_text(COVER)
     _prepare(env, monkeypatch)
     out = env["build"] / "results" / "mbox"
-    files = mbox.export_mbox(repo, env["build"], out)
+    files = mbox.export_mbox(Context(repo, env["build"]), out)
     assert [f.name[:4] for f in files] == ["0000", "0001", "0002", "0003"]
     cover = files[0].read_text()
     assert "Subject: [PATCH 0/3] cgroup: the series" in cover and "What it does." in cover
@@ -55,7 +55,7 @@ def test_mbox_writes_series_suite_and_cover(env: dict[str, Path], monkeypatch: p
     assert "Subject: [PATCH 3/3] cgroup: add the suites" in suite
     assert "lib/kunit-cgroup/x.c" in suite and "x.o" not in suite.split("---", 1)[1].split("\n")[0]
     # a second export replaces the first with the same files
-    assert mbox.export_mbox(repo, env["build"], out) == files
+    assert mbox.export_mbox(Context(repo, env["build"]), out) == files
 
 
 def test_mbox_amends_the_hook_when_the_message_changes(env: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
@@ -63,10 +63,10 @@ def test_mbox_amends_the_hook_when_the_message_changes(env: dict[str, Path], mon
     (repo / "kernel" / "cover.msg").write_text(COVER)
     _prepare(env, monkeypatch)
     out = env["build"] / "mb"
-    first = mbox.export_mbox(repo, env["build"], out)[3].read_text()
+    first = mbox.export_mbox(Context(repo, env["build"]), out)[3].read_text()
     assert f"Subject: [PATCH 3/3] {tr.HOOK_MSG}" in first
     (repo / "kernel" / "suite.msg").write_text(SUITE_MSG)
-    again = mbox.export_mbox(repo, env["build"], out)[3].read_text()
+    again = mbox.export_mbox(Context(repo, env["build"]), out)[3].read_text()
     assert "Subject: [PATCH 3/3] cgroup: add the suites" in again
 
 
@@ -75,7 +75,7 @@ def test_apply_check_catches_a_patch_that_does_not_apply(env: dict[str, Path], m
     (repo / "kernel" / "cover.msg").write_text(COVER)
     _prepare(env, monkeypatch)
     out = env["build"] / "mb"
-    files = mbox.export_mbox(repo, env["build"], out)
+    files = mbox.export_mbox(Context(repo, env["build"]), out)
     t = tr.prepare_tree(repo, env["build"], None, str(env["kernel"]))  # type: ignore[arg-type]
     broken = files[1].read_text().replace("-ucount line 240\n", "-ucount line 241\n")
     files[1].write_text(broken)
@@ -160,11 +160,11 @@ def test_mbox_suite_patch_adds_the_maintainers_line(env: dict[str, Path], monkey
     out = env["build"] / "mb"
     # a hook commit made before the line existed is amended to carry it
     monkeypatch.setattr(tr, "ensure_maintainers", lambda tree: False)
-    before = mbox.export_mbox(repo, env["build"], out)[3].read_text()
+    before = mbox.export_mbox(Context(repo, env["build"]), out)[3].read_text()
     assert "MAINTAINERS" not in before
     monkeypatch.undo()
     _prepare(env, monkeypatch)
-    suite = mbox.export_mbox(repo, env["build"], out)[3].read_text()
+    suite = mbox.export_mbox(Context(repo, env["build"]), out)[3].read_text()
     assert " MAINTAINERS " in suite and "+F:\tlib/kunit-cgroup/\n" in suite
     assert "+F:\tlib/kunit-cgroup/\n F:\ttools/testing/selftests/cgroup/\n" in suite
 
@@ -185,21 +185,21 @@ def test_mbox_never_removes_what_it_did_not_write(env: dict[str, Path], monkeypa
     for out, why in ((mine, "a directory with files mbox did not write"),
                      (a_file, "not a directory"), (tmp_path, "a directory with files")):
         with pytest.raises(DriverError, match=why):
-            mbox.export_mbox(repo, env["build"], out)
+            mbox.export_mbox(Context(repo, env["build"]), out)
     assert (mine / "notes.txt").read_text() == "mine" and (mine / "old.patch").read_text() == "mine too"
     assert a_file.read_text() == "x"
     # a new directory: made and marked; the next export replaces its patches, nothing else
     new = tmp_path / "new" / "mbox"
-    files = mbox.export_mbox(repo, env["build"], new)
+    files = mbox.export_mbox(Context(repo, env["build"]), new)
     assert (new / mbox.OUT_MARK).is_file() and len(files) == 4
     (new / "README").write_text("added by hand")
     (new / "9999-stale.patch").write_text("an earlier export's")
-    assert mbox.export_mbox(repo, env["build"], new) == files
+    assert mbox.export_mbox(Context(repo, env["build"]), new) == files
     assert (new / "README").read_text() == "added by hand" and not (new / "9999-stale.patch").exists()
     # an empty directory is fine, and becomes mbox's
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert len(mbox.export_mbox(repo, env["build"], empty)) == 4
+    assert len(mbox.export_mbox(Context(repo, env["build"]), empty)) == 4
 
 
 def test_mbox_out_on_the_command_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

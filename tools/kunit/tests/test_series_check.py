@@ -20,7 +20,7 @@ from cgkunit import console as cr
 from cgkunit import export
 from cgkunit import report as rp
 from cgkunit import series_check as sc
-from cgkunit.common import DriverError
+from cgkunit.common import Context, DriverError
 from cgkunit.params import draw_seeds
 from cgkunit.tree import MAKEFILE_LINE, PreparedTree, prepare_tree
 from conftest import DATA, KUNIT_DIR
@@ -156,7 +156,7 @@ def series(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kinds: list[str]) ->
 
 
 def check(env: dict[str, Any], **kw: Any) -> int:
-    return sc.run_series_check(env["repo"], env["build"], sc.SeriesCheckOptions(**kw),
+    return sc.run_series_check(Context(env["repo"], env["build"]), sc.SeriesCheckOptions(**kw),
                                rng=random.Random(5))
 
 
@@ -391,7 +391,7 @@ def test_help_says_how_long_a_commit_takes() -> None:
 def test_cli_dispatches_series_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[sc.SeriesCheckOptions] = []
 
-    def fake(repo: Path, build: Path, opts: sc.SeriesCheckOptions, rng: Any = None) -> int:
+    def fake(ctx: Context, opts: sc.SeriesCheckOptions, rng: Any = None) -> int:
         seen.append(opts)
         return 1
     monkeypatch.setattr(sc, "run_series_check", fake)

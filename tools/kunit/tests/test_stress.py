@@ -19,7 +19,7 @@ from cgkunit import console as cr
 from cgkunit import report as rp
 from cgkunit import stress as st
 from cgkunit import summary as sm
-from cgkunit.common import DriverError
+from cgkunit.common import Context, DriverError
 from cgkunit import profile as pf
 from cgkunit.profile import list_profiles
 from cgkunit.stats import wilson
@@ -459,7 +459,7 @@ def test_stress_end_to_end(stress_env: dict[str, Path], monkeypatch: pytest.Monk
     write_files(dest, {"run-9/console.log": "an earlier stress run", "stress.json": "{}"})
     opts = st.StressOptions(profile="um-lockdep", runs=5, no_build=True, kernel_src=str(env["kernel"]),
                             kernel_args=("cgroup_kunit.duration_ms=500",), filter_glob="cgroup_kunit*")
-    assert st.run_stress(env["repo"], env["build"], opts, rng=random.Random(3)) == 1
+    assert st.run_stress(Context(env["repo"], env["build"]), opts, rng=random.Random(3)) == 1
     out, err = capsys.readouterr()
     expect = params.draw_seeds(None, random.Random(3))
     seeds = [next(expect) for _ in range(5)]
@@ -498,7 +498,7 @@ def test_stress_with_a_fixed_seed_until_it_fails(stress_env: dict[str, Path],
     opts = st.StressOptions(profile="um-lockdep", runs=10, until_fail=True, no_build=True,
                             kernel_src=str(env["kernel"]), kernel_args=("cgroup_kunit.seed=77",),
                             filter_glob="cgroup_kunit_oracle*")
-    assert st.run_stress(env["repo"], env["build"], opts) == 1
+    assert st.run_stress(Context(env["repo"], env["build"]), opts) == 1
     out = capsys.readouterr().out
     data = json.loads((env["build"] / "results" / "stress" / "um-lockdep" / "stress.json").read_text())
     assert [r["seed"] for r in data["records"]] == [77, 77, 77] and data["seed"] == 77
@@ -517,7 +517,7 @@ def test_stress_without_a_built_kernel(stress_env: dict[str, Path]) -> None:
     opts = st.StressOptions(profile="um-lockdep", runs=2, no_build=True,
                             kernel_src=str(stress_env["kernel"]))
     with pytest.raises(DriverError, match="no kernel built for um-lockdep"):
-        st.run_stress(stress_env["repo"], stress_env["build"], opts)
+        st.run_stress(Context(stress_env["repo"], stress_env["build"]), opts)
     assert not (stress_env["fake"] / "1.args").exists()
 
 
@@ -525,7 +525,7 @@ def test_cli_dispatches_stress(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     from cgkunit import cli
     seen: list[st.StressOptions] = []
 
-    def fake(repo: Path, build: Path, opts: st.StressOptions, rng: Any = None) -> int:
+    def fake(ctx: Context, opts: st.StressOptions, rng: Any = None) -> int:
         seen.append(opts)
         return 0
     monkeypatch.setattr(st, "run_stress", fake)
