@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, NoReturn, Sequence
 
 from . import bench, coverage
-from . import check as checks
+from . import check
 from . import checklist
 from . import bisection
 from . import deps, mbox, module_run, pipeline, stress
@@ -387,10 +387,10 @@ def preflight(args: argparse.Namespace, ctx: Context) -> None:
     (checks.json for check, the bench, stress, bisect and series-check options, mbox's
     --out), CGKUNIT_ACCEL, KERNEL_SRC (never in the build root) or kernel/BASE,
     kernel/series, kernel/suite.msg and git; DriverError naming the first bad one."""
-    repo, build = ctx.repo, ctx.build
+    repo = ctx.repo
     if args.command == "report":
         load_profile(repo, args.profile)
-        _results(args, build)
+        _results(args, ctx.build)
     if args.command not in PREPARES or (args.command == "check" and args.list) \
             or (args.command == "bench" and args.report):
         return
@@ -400,50 +400,70 @@ def preflight(args: argparse.Namespace, ctx: Context) -> None:
         load_profile(repo, coverage.PROFILE)
     if getattr(args, "filter", ""):
         check_filter(args.filter, "--filter (or FILTER)", repo)
-    _command_preflight(args, ctx)
+    own_check = COMMAND_CHECKS.get(args.command)
+    if own_check is not None:
+        own_check(args, ctx)
     if getattr(args, "kernel_args", ""):
         check_kernel_args(_split_args(args.kernel_args), repo)
     if args.command in BOOTS:
         accel_mode(os.environ.get("CGKUNIT_ACCEL"))
-        check_build_dir(build / "results", "results directory")
+        check_build_dir(ctx.build / "results", "results directory")
     if getattr(args, "kdir", ""):
         return  # KDIR's kernel is used as it is: no base, series or tree to check
     if shutil.which("git") is None:
         raise DriverError("command not found: git")
     if getattr(args, "kernel_src", None):
-        validate_kernel_src(args.kernel_src, getattr(args, "kernel_ref", "HEAD"), build)
+        validate_kernel_src(args.kernel_src, getattr(args, "kernel_ref", "HEAD"), ctx.build)
     else:
         parse_base(repo / BASE_FILE)
     read_series(repo)
     hook_message(repo)
 
 
-def _command_preflight(args: argparse.Namespace, ctx: Context) -> None:
-    """The options of one command, checked as the command itself checks them first."""
-    repo, build = ctx.repo, ctx.build
-    if args.command == "module-run":
-        module_run.check_cycles(args.cycles)
-        module_run.module_args(args.module_args, repo)
-        if args.kdir:
-            module_run.check_kdir(args.kdir)
-    elif args.command == "stress":
-        stress.check_options(args.runs, args.seed, _split_args(args.kernel_args))
-    elif args.command == "bench":
-        bench.validate_options(_bench_options(args))
-    elif args.command == "bisect":
-        bisection.check_input(ctx, _bisect_options(args))
-    elif args.command == "series-check":
-        series_check.check_input(repo, _series_options(args))
-    elif args.command == "check":
-        found = checklist.load_checks(repo)
-        if args.only and args.only not in [c.name for c in found]:
-            raise DriverError(f"no check named {args.only!r} (make check lists them: "
-                              "python3 tools/kunit/cgkunit.py check --list)")
-    elif args.command == "mbox":
-        if os.environ.get("KERNEL_SRC"):
-            raise DriverError("mbox exports kernel/series on the pinned base; unset KERNEL_SRC")
-        mbox.cover_text(repo)
-        mbox.check_out(_mbox_out(args, build), build)
+# The options of one command, checked as the command itself checks them first (preflight).
+
+def _check_module_run(args: argparse.Namespace, ctx: Context) -> None:
+    module_run.check_cycles(args.cycles)
+    module_run.module_args(args.module_args, ctx.repo)
+    if args.kdir:
+        module_run.check_kdir(args.kdir)
+
+
+def _check_stress(args: argparse.Namespace, ctx: Context) -> None:
+    stress.check_options(args.runs, args.seed, _split_args(args.kernel_args))
+
+
+def _check_bench(args: argparse.Namespace, ctx: Context) -> None:
+    bench.validate_options(_bench_options(args))
+
+
+def _check_bisect(args: argparse.Namespace, ctx: Context) -> None:
+    bisection.check_input(ctx, _bisect_options(args))
+
+
+def _check_series_check(args: argparse.Namespace, ctx: Context) -> None:
+    series_check.check_input(ctx.repo, _series_options(args))
+
+
+def _check_check(args: argparse.Namespace, ctx: Context) -> None:
+    found = checklist.load_checks(ctx.repo)
+    if args.only and args.only not in [c.name for c in found]:
+        raise DriverError(f"no check named {args.only!r} (make check lists them: "
+                          "python3 tools/kunit/cgkunit.py check --list)")
+
+
+def _check_mbox(args: argparse.Namespace, ctx: Context) -> None:
+    if os.environ.get("KERNEL_SRC"):
+        raise DriverError("mbox exports kernel/series on the pinned base; unset KERNEL_SRC")
+    mbox.cover_text(ctx.repo)
+    mbox.check_out(_mbox_out(args, ctx.build), ctx.build)
+
+
+COMMAND_CHECKS: dict[str, Callable[[argparse.Namespace, Context], None]] = {
+    "module-run": _check_module_run, "stress": _check_stress, "bench": _check_bench,
+    "bisect": _check_bisect, "series-check": _check_series_check, "check": _check_check,
+    "mbox": _check_mbox,
+}
 
 
 # --- make -------------------------------------------------------------------------------------
@@ -549,90 +569,150 @@ def dispatch(args: argparse.Namespace, parser: Parser | None = None) -> int:
 
 
 def run_command(args: argparse.Namespace, ctx: Context) -> int:
-    """One command, its inputs checked (preflight)."""
-    repo, build = ctx.repo, ctx.build
-    if args.command == "fetch":
-        base = fetch_base(repo, build)
-        print(base.path)
-        return 0
-    if args.command == "prepare":
-        tree, label = pipeline.prepare(repo, build, args.kernel_src, args.kernel_ref)
-        print(tree.path)
-        return 0
-    if args.command == "mbox":
-        for f in mbox.export_mbox(ctx, _mbox_out(args, build)):
-            print(f)
-        return 0
-    if args.command == "build":
-        pipeline.build_profile(repo, build, args.profile, args.kernel_src, args.kernel_ref, args.jobs)
-        return 0
-    if args.command == "module":
-        for ko in pipeline.build_module(repo, build, args.profile, args.kernel_src,
-                                        args.kernel_ref, args.jobs):
-            print(ko)
-        return 0
-    if args.command == "module-run":
-        return module_run.module_run(ctx, args.profile, args.cycles, args.module_args,
-                                     args.filter, args.kernel_src, args.kernel_ref, args.jobs,
-                                     echo=args.verbose, kdir_text=args.kdir)
-    if args.command == "run":
-        opts = pipeline.RunOptions(profile=args.profile, kernel_args=_split_args(args.kernel_args),
-                                   filter_glob=args.filter, no_build=args.no_build,
-                                   kernel_src=args.kernel_src, kernel_ref=args.kernel_ref,
-                                   echo=args.verbose, jobs=args.jobs,
-                                   isolate=_isolate(args.isolate))
-        report = pipeline.run_profile(repo, build, opts)
-        raise_refused([report])  # a parameter the suite refused: bad input, exit status 2
-        return exit_code(report.status)
-    if args.command == "bench":
-        return bench.run_bench(repo, build, _bench_options(args))
-    if args.command == "stress":
-        return stress.run_stress(ctx, stress.StressOptions(
-            profile=args.profile, runs=args.runs, seed=args.seed, until_fail=args.until_fail,
-            kernel_args=tuple(_split_args(args.kernel_args)), filter_glob=args.filter,
-            no_build=args.no_build, jobs=args.jobs, echo=args.verbose,
-            kernel_src=args.kernel_src, kernel_ref=args.kernel_ref))
-    if args.command == "bisect":
-        return bisection.run_bisect(ctx, _bisect_options(args))
-    if args.command == "bisect-step":
-        return bisection.step(ctx, args.profile)
-    if args.command == "bisect-selftest":
-        return bisection.run_selftest(ctx, args.runs, args.jobs, args.verbose)
-    if args.command == "series-check":
-        return series_check.run_series_check(ctx, _series_options(args))
-    if args.command == "coverage":
-        return coverage.run_coverage(ctx, pipeline.RunOptions(
-            profile=coverage.PROFILE, kernel_args=_split_args(args.kernel_args),
-            filter_glob=args.filter, no_build=args.no_build, kernel_src=args.kernel_src,
-            kernel_ref=args.kernel_ref, echo=args.verbose, jobs=args.jobs))
-    if args.command == "check":
-        isolate = _isolate(args.isolate)
-        found = checklist.load_checks(repo)
-        if args.list:
-            for c in found:
-                print(f"{c.name}\t{c.profile}\t{' '.join(c.kernel_args)}")
-            return 0
+    """One command, its inputs checked (preflight): its handler of HANDLERS."""
+    handler = HANDLERS.get(args.command)
+    if handler is None:
+        raise DriverError(f"unknown command {args.command}")
+    return handler(args, ctx)
 
-        def runner(c: checklist.Check) -> Report:
-            return pipeline.run_profile(repo, build, pipeline.RunOptions(
-                profile=c.profile, kernel_args=list(c.kernel_args), filter_glob=c.filter,
-                kernel_src=args.kernel_src, kernel_ref=args.kernel_ref,
-                extra_patches=[Path(p) for p in c.extra_patches], results_tag=f"check-{c.name}",
-                isolate=checklist.check_isolate(c, isolate)), printer=checks.report_line)
-        code, table = checks.run_checks(found, runner, args.only)
-        print(table, end="")
-        return code
-    if args.command == "report":
-        report = pipeline.rereport(repo, build, args.profile, _results(args, build))
-        print(format_summary(report), end="", flush=True)
-        raise_refused([report])
-        return exit_code(report.status)
-    if args.command == "profiles":
-        for name in list_profiles(repo):
-            prof = load_profile(repo, name)
-            print(f"{name}\t{prof.arch}\t{prof.description}")
+
+# --- the commands ------------------------------------------------------------------------------
+# (deps runs before there is a context: dispatch)
+
+def fetch_handler(args: argparse.Namespace, ctx: Context) -> int:
+    print(fetch_base(ctx.repo, ctx.build).path)
+    return 0
+
+
+def prepare_handler(args: argparse.Namespace, ctx: Context) -> int:
+    tree, _ = pipeline.prepare(ctx.repo, ctx.build, args.kernel_src, args.kernel_ref)
+    print(tree.path)
+    return 0
+
+
+def mbox_handler(args: argparse.Namespace, ctx: Context) -> int:
+    for f in mbox.export_mbox(ctx, _mbox_out(args, ctx.build)):
+        print(f)
+    return 0
+
+
+def build_handler(args: argparse.Namespace, ctx: Context) -> int:
+    pipeline.build_profile(ctx.repo, ctx.build, args.profile, args.kernel_src, args.kernel_ref,
+                           args.jobs)
+    return 0
+
+
+def module_handler(args: argparse.Namespace, ctx: Context) -> int:
+    for ko in pipeline.build_module(ctx.repo, ctx.build, args.profile, args.kernel_src,
+                                    args.kernel_ref, args.jobs):
+        print(ko)
+    return 0
+
+
+def module_run_handler(args: argparse.Namespace, ctx: Context) -> int:
+    return module_run.module_run(ctx, args.profile, args.cycles, args.module_args, args.filter,
+                                 args.kernel_src, args.kernel_ref, args.jobs, echo=args.verbose,
+                                 kdir_text=args.kdir)
+
+
+def run_handler(args: argparse.Namespace, ctx: Context) -> int:
+    opts = pipeline.RunOptions(profile=args.profile, kernel_args=_split_args(args.kernel_args),
+                               filter_glob=args.filter, no_build=args.no_build,
+                               kernel_src=args.kernel_src, kernel_ref=args.kernel_ref,
+                               echo=args.verbose, jobs=args.jobs, isolate=_isolate(args.isolate))
+    report = pipeline.run_profile(ctx.repo, ctx.build, opts)
+    raise_refused([report])  # a parameter the suite refused: bad input, exit status 2
+    return exit_code(report.status)
+
+
+def bench_handler(args: argparse.Namespace, ctx: Context) -> int:
+    return bench.run_bench(ctx.repo, ctx.build, _bench_options(args))
+
+
+def stress_handler(args: argparse.Namespace, ctx: Context) -> int:
+    return stress.run_stress(ctx, stress.StressOptions(
+        profile=args.profile, runs=args.runs, seed=args.seed, until_fail=args.until_fail,
+        kernel_args=tuple(_split_args(args.kernel_args)), filter_glob=args.filter,
+        no_build=args.no_build, jobs=args.jobs, echo=args.verbose,
+        kernel_src=args.kernel_src, kernel_ref=args.kernel_ref))
+
+
+def bisect_handler(args: argparse.Namespace, ctx: Context) -> int:
+    return bisection.run_bisect(ctx, _bisect_options(args))
+
+
+def bisect_step_handler(args: argparse.Namespace, ctx: Context) -> int:
+    return bisection.step(ctx, args.profile)
+
+
+def bisect_selftest_handler(args: argparse.Namespace, ctx: Context) -> int:
+    return bisection.run_selftest(ctx, args.runs, args.jobs, args.verbose)
+
+
+def series_check_handler(args: argparse.Namespace, ctx: Context) -> int:
+    return series_check.run_series_check(ctx, _series_options(args))
+
+
+def coverage_handler(args: argparse.Namespace, ctx: Context) -> int:
+    return coverage.run_coverage(ctx, pipeline.RunOptions(
+        profile=coverage.PROFILE, kernel_args=_split_args(args.kernel_args),
+        filter_glob=args.filter, no_build=args.no_build, kernel_src=args.kernel_src,
+        kernel_ref=args.kernel_ref, echo=args.verbose, jobs=args.jobs))
+
+
+def check_handler(args: argparse.Namespace, ctx: Context) -> int:
+    isolate = _isolate(args.isolate)
+    found = checklist.load_checks(ctx.repo)
+    if args.list:
+        for c in found:
+            print(f"{c.name}\t{c.profile}\t{' '.join(c.kernel_args)}")
         return 0
-    raise DriverError(f"unknown command {args.command}")
+
+    def runner(c: checklist.Check) -> Report:
+        return pipeline.run_profile(ctx.repo, ctx.build, pipeline.RunOptions(
+            profile=c.profile, kernel_args=list(c.kernel_args), filter_glob=c.filter,
+            kernel_src=args.kernel_src, kernel_ref=args.kernel_ref,
+            extra_patches=[Path(p) for p in c.extra_patches], results_tag=f"check-{c.name}",
+            isolate=checklist.check_isolate(c, isolate)), printer=check.report_line)
+    code, table = check.run_checks(found, runner, args.only)
+    print(table, end="")
+    return code
+
+
+def report_handler(args: argparse.Namespace, ctx: Context) -> int:
+    report = pipeline.rereport(ctx.repo, ctx.build, args.profile, _results(args, ctx.build))
+    print(format_summary(report), end="", flush=True)
+    raise_refused([report])
+    return exit_code(report.status)
+
+
+def profiles_handler(args: argparse.Namespace, ctx: Context) -> int:
+    for name in list_profiles(ctx.repo):
+        prof = load_profile(ctx.repo, name)
+        print(f"{name}\t{prof.arch}\t{prof.description}")
+    return 0
+
+
+Handler = Callable[[argparse.Namespace, Context], int]
+HANDLERS: dict[str, Handler] = {
+    "fetch": fetch_handler,
+    "prepare": prepare_handler,
+    "mbox": mbox_handler,
+    "build": build_handler,
+    "module": module_handler,
+    "module-run": module_run_handler,
+    "run": run_handler,
+    "bench": bench_handler,
+    "stress": stress_handler,
+    "bisect": bisect_handler,
+    "bisect-step": bisect_step_handler,
+    "bisect-selftest": bisect_selftest_handler,
+    "series-check": series_check_handler,
+    "coverage": coverage_handler,
+    "check": check_handler,
+    "report": report_handler,
+    "profiles": profiles_handler,
+}
 
 
 def _terminate(signum: int, frame: object) -> None:
