@@ -530,8 +530,8 @@ def test_a_maintainers_file_that_is_not_utf8_keeps_its_bytes(tmp_path: Path) -> 
 
 
 def test_missing_base_and_titles_are_one_line(tmp_path: Path) -> None:
-    """kernel/BASE missing (report.py reads report_titles.h when it is imported, which
-    once looked for the project root by kernel/BASE and raised there): one line, exit 2."""
+    """kernel/BASE missing (the driver reads report_titles.h first of all, which once
+    looked for the project root by kernel/BASE and raised there): one line, exit 2."""
     import subprocess
     import sys
     proj = tmp_path / "proj"

@@ -1,5 +1,5 @@
 """The report-title table, lib/kunit-cgroup/report_titles.h: the suite's console oracle
-(harness.c, the kernel's glob_match()) and the report reader (report.py, fnmatch) read the
+(harness.c, the kernel's glob_match()) and the report reader (console.py, fnmatch) read the
 same entries and give every line the same kind."""
 from __future__ import annotations
 
