@@ -63,6 +63,14 @@ def test_bad_kernel_args(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert "bad --kernel-args" in capsys.readouterr().err
 
 
+def test_every_command_has_its_handler() -> None:
+    """HANDLERS, the subcommand map, runs every command of the parser (deps runs in
+    dispatch, before there is a project root); COMMAND_CHECKS only commands."""
+    commands = set(cli._commands(cli.make_parser()))
+    assert set(cli.HANDLERS) | {"deps"} == commands and "deps" not in cli.HANDLERS
+    assert set(cli.COMMAND_CHECKS) <= commands
+
+
 def test_check_list(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["check", "--list"]) == 0
     out = capsys.readouterr().out
