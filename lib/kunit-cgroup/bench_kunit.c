@@ -383,6 +383,23 @@ static void bench_rstat_read(struct kunit *test)
 
 enum bench_uc_mode { BENCH_UC_SAME, BENCH_UC_CROSS, BENCH_UC_LIMIT };
 
+/*
+ * Where the kernel counts them (a per-cpu escrow of pending-signal charges
+ * at namespace owners), the writes its charges and uncharges made to the
+ * counts that sibling namespaces share: printed as shared= beside the
+ * charges. Weak: a kernel without that counter has none, and the field is
+ * left out.
+ */
+extern unsigned long ucounts_shared_writes_for_test(void) __weak;
+
+static void bench_uc_shared(char *buf, size_t size, unsigned long before)
+{
+	buf[0] = '\0';
+	if (ucounts_shared_writes_for_test)
+		snprintf(buf, size, " shared=%lu",
+			 ucounts_shared_writes_for_test() - before);
+}
+
 struct bench_uc {
 	struct user_namespace *parent;
 	struct user_namespace *child[CGK_MAX_THREADS];
@@ -517,7 +534,9 @@ static void bench_uc_point(struct kunit *test, struct bench_uc *b,
 	if (mode == BENCH_UC_LIMIT)
 		bench_uc_limit(b, BENCH_UC_LIMIT_PER * threads);
 	for (rep = 0; rep < bench_reps; rep++) {
+		unsigned long shared = 0;
 		struct cgk_gang *gang;
+		char extra[32];
 		u64 ns;
 
 		gang = cgk_gang_create(test, threads, &bench_uc_ops, b);
@@ -532,7 +551,10 @@ static void bench_uc_point(struct kunit *test, struct bench_uc *b,
 			p[i].outstanding = &pairs[i / 2];
 			gang->workers[i].priv = &p[i];
 		}
+		if (ucounts_shared_writes_for_test)
+			shared = ucounts_shared_writes_for_test();
 		ns = bench_gang_run(gang);
+		bench_uc_shared(extra, sizeof(extra), shared);
 		charges = 0;
 		refused = 0;
 		for (i = 0; i < threads; i++) {
@@ -545,9 +567,9 @@ static void bench_uc_point(struct kunit *test, struct bench_uc *b,
 			}
 			put_ucounts(p[i].uc);
 		}
-		kunit_info(test, "metric: %s namespaces=%u threads=%u rep=%u ns=%llu charges=%lu refused=%lu busy=%u\n",
+		kunit_info(test, "metric: %s namespaces=%u threads=%u rep=%u ns=%llu charges=%lu refused=%lu busy=%u%s\n",
 			   bench_uc_record[mode], nr_ns, threads, rep, ns, charges,
-			   refused, cgk_gang_busy_permille(gang));
+			   refused, cgk_gang_busy_permille(gang), extra);
 	}
 	if (mode == BENCH_UC_LIMIT)
 		bench_uc_limit(b, BENCH_UC_SIGPENDING);

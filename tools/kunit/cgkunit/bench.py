@@ -40,8 +40,8 @@ from . import profile as profiles
 from .common import DriverError, read_json, say, write_json
 from .params import MAX_SEED
 from .report import Report, exit_code, raise_refused
-from .summary import format_summary
 from .run import build
+from .summary import format_summary
 from .tree import PreparedTree, ensure_base_worktree, kernel_commit, series_names
 
 BENCH_FILE = Path("tools") / "kunit" / "bench.json"
@@ -1145,11 +1145,6 @@ def write_plots(specs: Mapping[str, Plot], dest: Path,
 
 
 # --- I/O --------------------------------------------------------------------------------
-
-def host_cpu_model() -> str:
-    """This host's CPU model (what stress prints beside its rates too)."""
-    return host.host_cpu_model()
-
 
 def round_metrics(reports: Sequence[Report], reps: int) -> list[Metric]:
     """The metric records of a variant's boots, round r's reps numbered from r * reps."""
