@@ -33,11 +33,11 @@
  * refcount_t report; a lost update shows as a counter off at the end, a
  * missing limit check as a shadow counter above its limit.
  *
- * Pending signals (RLIMIT_SIGPENDING, inc_rlimit_get_ucounts()) are counted
- * per level in a per-cpu counter with the series' ucount patch: exact
- * against each charge's limit, with amounts left on the CPUs that charged
- * and uncharged (kernel/ucount.c). Cases on the limits, with every limit
- * huge but one:
+ * Pending signals (RLIMIT_SIGPENDING, inc_rlimit_get_ucounts()): with the
+ * series' ucount patch, a namespace owner's ucounts (an owner node here)
+ * keeps per-CPU reservations for the namespaces below it, counted in its
+ * count, and drains them into exact mode near the lowest of their limits
+ * (kernel/ucount.c). Cases on the limits, with every limit huge but one:
  *  - rlimit_exact_limit: workers in sibling namespaces charge, never
  *    uncharging, until refused, while an idle sibling holds a charge; per
  *    level whose limit binds (B, A, init; the idle charge right below it,
@@ -48,8 +48,8 @@
  *    get_rlimit_value() exact at every step; and a sibling with a lower
  *    limit is refused once the level's count passes that limit;
  *  - rlimit_teardown_percpu_held: charges made on one CPU and uncharged on
- *    another leave amounts on CPUs (checked) that cancel out: every level
- *    is back at its start, and everything is freed;
+ *    another leave reservations on CPUs (checked): every level is back at
+ *    its start, and everything is freed, the escrows too;
  *  - rlimit_reported_exact: after the workers of the get/put gang stop
  *    with their charges still held, get_rlimit_value() of every node equals,
  *    exactly, the charges outstanding through it (its shadow counter).
@@ -135,7 +135,7 @@ struct uc_node {
 	atomic_long_t seen_max[3];	/* ucount, shadow ADD, shadow GET */
 	long base_ucount;
 	long base_rlimit[2];
-	long base_rlimit_raw;		/* GET's atomic count (before the per-cpu one) */
+	long base_rlimit_raw;		/* GET's count, reservations included */
 	unsigned int base_ref;
 };
 
@@ -165,6 +165,7 @@ struct uc_case {
 	struct uc_node node[UC_NR_NODES];
 	struct uc_target target[UC_NR_TARGETS];
 	unsigned int base_hashed[UC_NR_UIDS];
+	long base_escrows;
 	atomic_long_t refused;
 	atomic_long_t admitted;
 	/* hardirq charger */
@@ -508,7 +509,30 @@ static void uc_snapshot(struct uc_node *n)
 	n->base_ref = rcuref_read(&n->uc->count);
 }
 
-static struct uc_case *uc_setup(struct kunit *test, unsigned long ops)
+/*
+ * The limit each owner node is checked against, from the RLIMIT_SIGPENDING
+ * rlimit_max of every namespace (@lim, indexed as uc_ns_name): the largest
+ * of the namespaces right below it, whose limits apply there.
+ */
+static void uc_expect_sigpending_max(struct uc_case *c, const long *lim)
+{
+	int i;
+
+	c->node[UC_NODE_INIT].rlimit_max = lim[UC_NS_A];
+	c->node[UC_NODE_A].rlimit_max = max3(lim[UC_NS_B(0)], lim[UC_NS_B(1)],
+					     lim[UC_NS_B(2)]);
+	for (i = 0; i < 3; i++)
+		c->node[UC_NODE_B(i)].rlimit_max = max(lim[UC_NS_C(2 * i)],
+						       lim[UC_NS_C(2 * i + 1)]);
+}
+
+/*
+ * The namespace tree and the nodes of a case. @sigpending_max: the
+ * RLIMIT_SIGPENDING rlimit_max of each namespace (indexed as uc_ns_name),
+ * set as it is created, or NULL for uc_rlimit_max by level.
+ */
+static struct uc_case *uc_setup(struct kunit *test, unsigned long ops,
+				const long *sigpending_max)
 {
 	struct uc_case *c;
 	int i, u;
@@ -520,6 +544,9 @@ static struct uc_case *uc_setup(struct kunit *test, unsigned long ops)
 
 	for (u = 0; u < UC_NR_UIDS; u++)
 		c->base_hashed[u] = ucounts_nr_hashed_for_uid(uc_uid(u));
+#ifdef CGK_UCOUNT_ESCROW
+	c->base_escrows = ucounts_nr_escrows_for_test();
+#endif
 
 	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, uc_tree_release, c));
 
@@ -534,7 +561,8 @@ static struct uc_case *uc_setup(struct kunit *test, unsigned long ops)
 		c->ns[i] = ns;
 		ns->ucount_max[UC_TYPE] = uc_ucount_max[level];
 		set_userns_rlimit_max(ns, UC_RL_ADD, uc_rlimit_max[level]);
-		set_userns_rlimit_max(ns, UC_RL_GET, uc_rlimit_max[level]);
+		set_userns_rlimit_max(ns, UC_RL_GET, sigpending_max ?
+				      sigpending_max[i] : uc_rlimit_max[level]);
 	}
 
 	/* Owner nodes: A's owner in init, B's in A, C's in each B. */
@@ -545,6 +573,9 @@ static struct uc_case *uc_setup(struct kunit *test, unsigned long ops)
 	for (i = 0; i < 3; i++)
 		uc_node_init(&c->node[2 + i], c->ns[4 + 2 * i]->ucounts,
 			     uc_rlimit_max[3], uc_ns_name[1 + i], UC_UID_OWNER);
+
+	if (sigpending_max)
+		uc_expect_sigpending_max(c, sigpending_max);
 
 	/* Targets: every namespace below A, with each charge uid. */
 	for (i = 0; i < UC_NR_TARGETS; i++) {
@@ -596,9 +627,9 @@ static void uc_check_counters(struct uc_case *c)
 				    n->base_rlimit[1], "%s: rlimit (get) not back",
 				    n->name);
 		/*
-		 * Before the per-cpu counters, a level held one reference
-		 * while its atomic count was not zero; since, each pending
-		 * signal holds one on its first level only (kernel/ucount.c).
+		 * A level holds one reference on itself while its count is
+		 * not zero, which for a namespace owner also counts the
+		 * reservations its escrow holds (kernel/ucount.c).
 		 */
 		KUNIT_EXPECT_EQ_MSG(test, rcuref_read(&n->uc->count),
 				    n->base_ref - (n->base_rlimit_raw > 0) + (raw > 0),
@@ -625,6 +656,11 @@ static bool uc_hashed_back(void *arg)
 		if (ucounts_nr_hashed_for_uid(uc_uid(u)) != c->base_hashed[u])
 			return false;
 	}
+#ifdef CGK_UCOUNT_ESCROW
+	/* Freed with their ucounts (kernel/ucount.c). */
+	if (ucounts_nr_escrows_for_test() != c->base_escrows)
+		return false;
+#endif
 	return true;
 }
 
@@ -647,6 +683,11 @@ static void uc_check_released(struct uc_case *c)
 				   UC_UID_OWNER + u, now, UC_FREE_TIMEOUT_MS,
 				   c->base_hashed[u]);
 	}
+#ifdef CGK_UCOUNT_ESCROW
+	KUNIT_EXPECT_EQ_MSG(c->test, ucounts_nr_escrows_for_test(), c->base_escrows,
+			    "escrows of namespace owners left %d ms after the namespaces were put",
+			    UC_FREE_TIMEOUT_MS);
+#endif
 }
 
 /* ---- the cases ---------------------------------------------------------- */
@@ -657,7 +698,7 @@ static void uc_run(struct kunit *test, unsigned long ops, bool hardirq)
 	struct cgk_gang *gang;
 	struct uc_case *c;
 
-	c = uc_setup(test, ops);
+	c = uc_setup(test, ops, NULL);
 	gang = cgk_gang_create(test, nr, &uc_gang_ops, c);
 	KUNIT_ASSERT_NOT_NULL(test, gang);
 	for (i = 0; i < nr; i++) {
@@ -748,30 +789,25 @@ static const char *uc_leaf_name(struct uc_case *c, unsigned int t)
 	return c->node[c->target[t].chain[0]].name;
 }
 
+/*
+ * Exactly the @fit charges that fit were admitted: more means some were
+ * admitted past the limit, fewer that a charge that fits was refused.
+ */
+static void uc_expect_limit(struct kunit *test, const char *what, long admitted,
+			    long fit)
+{
+	if (admitted > fit)
+		KUNIT_FAIL(test, "%s: %ld admitted, %ld past the limit (%ld fit)",
+			   what, admitted, admitted - fit, fit);
+	else if (admitted < fit)
+		KUNIT_FAIL(test, "%s: %ld admitted, %ld fit: a charge that fits was refused",
+			   what, admitted, fit);
+}
+
 /* Pending signals counted at @n's level, as get_rlimit_value() reports. */
 static long uc_pending(struct uc_node *n)
 {
 	return get_rlimit_value(n->uc, UC_RL_GET) - n->base_rlimit[1];
-}
-
-/*
- * Set RLIMIT_SIGPENDING's rlimit_max of every namespace (@lim, indexed as
- * uc_ns_name), and the limit each owner node is checked against: the largest
- * of the namespaces right below it, whose limits apply there. The
- * namespaces are the case's own and go with it: nothing to restore.
- */
-static void uc_set_sigpending_max(struct uc_case *c, const long *lim)
-{
-	int i;
-
-	for (i = 0; i < UC_NR_NS; i++)
-		set_userns_rlimit_max(c->ns[i], UC_RL_GET, lim[i]);
-	c->node[UC_NODE_INIT].rlimit_max = lim[UC_NS_A];
-	c->node[UC_NODE_A].rlimit_max = max3(lim[UC_NS_B(0)], lim[UC_NS_B(1)],
-					     lim[UC_NS_B(2)]);
-	for (i = 0; i < 3; i++)
-		c->node[UC_NODE_B(i)].rlimit_max = max(lim[UC_NS_C(2 * i)],
-						       lim[UC_NS_C(2 * i + 1)]);
 }
 
 /**
@@ -822,7 +858,7 @@ static void uc_ledger_release(void *arg)
 
 /* ---- rlimit_exact_limit ------------------------------------------------- */
 
-/* The binding limit: well above a CPU's share (kernel/ucount.c). */
+/* The binding limit: room for reservations on every CPU (kernel/ucount.c). */
 #define UC_EXACT_LIMIT		100
 /* Workers under B0 and B1, none under B2. */
 #define UC_EXACT_B0_B1		(UC_TARGETS_IN(UC_NS_B(0)) | UC_TARGETS_IN(UC_NS_B(1)) | \
@@ -981,10 +1017,9 @@ static void rlimit_exact_limit(struct kunit *test)
 	struct uc_node *n;
 	struct uc_case *c;
 
-	c = uc_setup(test, BIT(UC_OP_RL_GET));
 	for (i = 0; i < UC_NR_NS; i++)
 		lim[i] = v->limited & BIT(i) ? UC_EXACT_LIMIT : UC_HUGE_RLIMIT;
-	uc_set_sigpending_max(c, lim);
+	c = uc_setup(test, BIT(UC_OP_RL_GET), lim);
 	n = &c->node[v->node];
 
 	x = kunit_kzalloc(test, sizeof(*x), GFP_KERNEL);
@@ -1021,9 +1056,7 @@ static void rlimit_exact_limit(struct kunit *test)
 	KUNIT_EXPECT_EQ_MSG(test, atomic_read(&x->finished), (int)nr,
 			    "%d of %u workers stopped by the time bound, not by a refusal",
 			    (int)nr - atomic_read(&x->finished), nr);
-	KUNIT_EXPECT_EQ_MSG(test, total, (long)UC_EXACT_LIMIT,
-			    "%s: %ld charges admitted, want exactly the limit %d (fewer: a charge that fits was refused; more: one past the limit was admitted)",
-			    v->desc, total, UC_EXACT_LIMIT);
+	uc_expect_limit(test, v->desc, total, UC_EXACT_LIMIT);
 	KUNIT_EXPECT_EQ_MSG(test, uc_pending(n), total,
 			    "%s: %s reports %ld pending with %ld charges admitted",
 			    v->desc, n->name, uc_pending(n), total);
@@ -1055,14 +1088,13 @@ static void rlimit_reclaim_near_limit(struct kunit *test)
 	struct uc_case *c;
 	int i;
 
-	c = uc_setup(test, BIT(UC_OP_RL_GET));
 	for (i = 0; i < UC_NR_NS; i++)
 		lim[i] = UC_HUGE_RLIMIT;
 	lim[UC_NS_C(0)] = UC_RECLAIM_LIMIT;
 	lim[UC_NS_C(1)] = UC_RECLAIM_LIMIT;
 	lim[UC_NS_C(2)] = UC_RECLAIM_LOW;
 	lim[UC_NS_C(3)] = UC_RECLAIM_LIMIT;
-	uc_set_sigpending_max(c, lim);
+	c = uc_setup(test, BIT(UC_OP_RL_GET), lim);
 	b0 = &c->node[UC_NODE_B(0)];
 	b1 = &c->node[UC_NODE_B(1)];
 
@@ -1172,33 +1204,28 @@ static void uc_move_to_cpu(unsigned int k)
 	set_cpus_allowed_ptr(current, cpumask_of(cpu));
 }
 
-#ifdef CGK_SIGPENDING_LIMIT_ARG
-/* Levels whose pending-signal counter holds amounts on some CPU. */
+#ifdef CGK_UCOUNT_ESCROW
+/* Levels whose escrow holds reservations on some CPU. */
 static int uc_levels_with_percpu_amounts(struct uc_case *c)
 {
+	struct ucounts_escrow_for_test st;
 	int i, held = 0;
 
 	for (i = 0; i < ARRAY_SIZE(uc_teardown_parent); i++) {
-		struct percpu_counter *fbc = &c->node[uc_teardown_parent[i]].uc->sigpending;
-		int cpu;
-
-		for_each_possible_cpu(cpu) {
-			if (*per_cpu_ptr(fbc->counters, cpu)) {
-				held++;
-				break;
-			}
-		}
+		if (ucounts_escrow_read_for_test(c->node[uc_teardown_parent[i]].uc, &st) &&
+		    st.reserved > 0)
+			held++;
 	}
 	return held;
 }
-#endif /* CGK_SIGPENDING_LIMIT_ARG */
+#endif /* CGK_UCOUNT_ESCROW */
 
 /*
- * Charges made on one CPU and uncharged on another leave amounts in the
- * per-cpu counters of every level (kernel/ucount.c) that cancel out: each
- * level reports exactly what is pending while the charges are held, and is
- * back where it was once they are uncharged; putting the ucounts and the
- * namespaces frees everything.
+ * Charges made on one CPU and uncharged on another leave reservations in
+ * the escrow of every owner level (kernel/ucount.c): each level reports
+ * exactly what is pending while the charges are held, and is back where it
+ * was once they are uncharged; putting the ucounts and the namespaces
+ * drains the escrows and frees everything.
  */
 static void rlimit_teardown_percpu_held(struct kunit *test)
 {
@@ -1211,10 +1238,9 @@ static void rlimit_teardown_percpu_held(struct kunit *test)
 
 	if (num_online_cpus() < 2)
 		kunit_skip(test, "one CPU: nothing is left on another");
-	c = uc_setup(test, BIT(UC_OP_RL_GET));
 	for (i = 0; i < UC_NR_NS; i++)
 		lim[i] = UC_HUGE_RLIMIT;
-	uc_set_sigpending_max(c, lim);
+	c = uc_setup(test, BIT(UC_OP_RL_GET), lim);
 
 	td = kunit_kzalloc(test, sizeof(*td), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, td);
@@ -1258,7 +1284,7 @@ static void rlimit_teardown_percpu_held(struct kunit *test)
 				    "%s: %ld pending once every charge through it was uncharged",
 				    n->name, uc_pending(n));
 	}
-#ifdef CGK_SIGPENDING_LIMIT_ARG
+#ifdef CGK_UCOUNT_ESCROW
 	CGK_EXPECT_EXERCISED(test, uc_levels_with_percpu_amounts(c),
 			     "no level holds amounts on a CPU: the case proves nothing");
 #endif
@@ -1323,12 +1349,11 @@ static void rlimit_reported_exact(struct kunit *test)
 	struct uc_reported *r;
 	struct uc_case *c;
 
-	c = uc_setup(test, BIT(UC_OP_RL_GET));
 	for (i = 0; i < UC_NR_NS; i++)
 		lim[i] = uc_reported_rlimit_max[uc_ns_level(i)];
 	for (i = 1; i < 6; i += 2)
 		lim[UC_NS_C(i)] = UC_REPORTED_RLIMIT_LOW;
-	uc_set_sigpending_max(c, lim);
+	c = uc_setup(test, BIT(UC_OP_RL_GET), lim);
 
 	r = kunit_kzalloc(test, sizeof(*r), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, r);
