@@ -53,7 +53,29 @@
  *  - rlimit_reported_exact: after the workers of the get/put gang stop
  *    with their charges still held, get_rlimit_value() of every node equals,
  *    exactly, the charges outstanding through it (its shadow counter).
- * They build and pass on kernels before that patch too.
+ * They build and pass on kernels before that patch too. With it (its hooks
+ * in include/linux/cgroup_kunit.h), cases on the escrow itself, each
+ * checking that no charge takes a level past the limit that applied to it,
+ * that a charge that fits is never refused and that get_rlimit_value() is
+ * exact whenever nothing is in flight, and that nothing is left once the
+ * namespaces are freed:
+ *  - rlimit_escrow_cross_cpu: pairs of workers bound to two CPUs, one
+ *    charging and one giving back, fill A's level to its limit and empty
+ *    it, over and over: refills on one CPU, give-backs on the other, exact
+ *    mode and back;
+ *  - rlimit_escrow_lowered: a limit lowered while reservations are held on
+ *    several CPUs, the test thread's among them: the level drains, and the
+ *    namespace gets exactly one more charge, on that very CPU;
+ *  - rlimit_escrow_lowered_racing: the same while workers of two sibling
+ *    namespaces race to the limit, charges only, each checked against a
+ *    lower bound of the level's count;
+ *  - rlimit_escrow_mixed_limits: one level charged by three namespaces
+ *    with three limits and by the owner's own tasks with theirs (the
+ *    owner's ucounts is their first level): first step by step on one CPU,
+ *    then racing, each within its own limit;
+ *  - rlimit_escrow_cpu_hotplug: random charges while CPUs go offline and
+ *    come back (where the kernel has CPU hotplug; shuffled only elsewhere),
+ *    then checks and the teardown with a CPU offline holding reservations.
  *
  * ucount_sysctl_per_ns writes each namespace's limits through its own set
  * of user.* sysctls (/proc/sys/user/) while namespaces are created and freed
@@ -1390,6 +1412,889 @@ static void rlimit_reported_exact(struct kunit *test)
 	uc_check_released(c);
 }
 
+#ifdef CGK_UCOUNT_ESCROW
+/* ---- the escrow of namespace owners: helpers ----------------------------- */
+
+/*
+ * The owner nodes keep per-CPU reservations of pending signals for the
+ * namespaces below them (kernel/ucount.c). The cases below build them up
+ * on several CPUs, then lower a limit, charge on one CPU and uncharge on
+ * another, take a CPU offline, or charge one level under several limits,
+ * and check that no charge takes a level over the limit that applied to it,
+ * that a charge that fits is never refused, and that get_rlimit_value() is
+ * exact, whenever nothing is in flight.
+ */
+
+/* A limit far above what the CPUs reserve, so that reservations are kept. */
+#define UC_ESCROW_LIMIT		600
+
+/*
+ * Set RLIMIT_SIGPENDING's rlimit_max of every namespace of a running case
+ * (@lim, indexed as uc_ns_name) and what the owner nodes are checked
+ * against. A lower limit lowers what the owner's escrow may reserve; a
+ * higher one does not raise it (kernel/ucount.c), so cases that want
+ * reservations set their limits in uc_setup(). The namespaces are the
+ * case's own and go with it: nothing to restore.
+ */
+static void uc_set_sigpending_max(struct uc_case *c, const long *lim)
+{
+	int i;
+
+	for (i = 0; i < UC_NR_NS; i++)
+		set_userns_rlimit_max(c->ns[i], UC_RL_GET, lim[i]);
+	uc_expect_sigpending_max(c, lim);
+}
+
+static bool uc_escrow_read(struct kunit *test, struct uc_node *n,
+			   struct ucounts_escrow_for_test *st)
+{
+	if (ucounts_escrow_read_for_test(n->uc, st))
+		return true;
+	KUNIT_FAIL(test, "%s: owns namespaces but has no escrow", n->name);
+	return false;
+}
+
+/* Every node reports, exactly, the charges held through it. */
+static void uc_expect_reported(struct uc_case *c, const char *when)
+{
+	int i;
+
+	for (i = 0; i < UC_NR_NODES; i++) {
+		struct uc_node *n = &c->node[i];
+		long held = atomic_long_read(&n->shadow[1]);
+
+		KUNIT_EXPECT_EQ_MSG(c->test, uc_pending(n), held,
+				    "%s: %s: get_rlimit_value() says %ld pending, %ld charges through it are held",
+				    when, n->name, uc_pending(n), held);
+	}
+}
+
+/*
+ * Charge from target @t until refused: every charge that fits is admitted
+ * and none past the limit, so exactly @want are, and @n then reports
+ * @pending. Charges stay in @l.
+ */
+static void uc_expect_fit(struct uc_case *c, struct uc_ledger *l, unsigned int t,
+			  long want, struct uc_node *n, long pending, const char *when)
+{
+	long k = uc_ledger_charge_upto(l, t, want + UC_ESCROW_LIMIT);
+	char what[96];
+
+	snprintf(what, sizeof(what), "%s: charges from %s before the first refusal",
+		 when, uc_leaf_name(c, t));
+	uc_expect_limit(c->test, what, k, want);
+	KUNIT_EXPECT_EQ_MSG(c->test, uc_pending(n), pending,
+			    "%s: %s reports %ld pending, want %ld",
+			    when, n->name, uc_pending(n), pending);
+}
+
+/* Let the test thread run anywhere again after uc_move_to_cpu(). */
+static void uc_pin_release(void *arg)
+{
+	set_cpus_allowed_ptr(current, cpu_possible_mask);
+}
+
+/* ---- rlimit_escrow_cross_cpu --------------------------------------------- */
+
+/* What a pair holds at most, over its share of the limit: together they fill it. */
+#define UC_CROSS_OVER_SHARE	16
+/* How often an uncharger looks at the escrow of the level under test. */
+#define UC_CROSS_SAMPLE		32
+
+/**
+ * struct uc_pair - a charger and an uncharger on two CPUs
+ * @held: charges the charger made and the uncharger has not given back
+ * @total: the sum of @held
+ * @draining: the charger waits for the uncharger to give back everything;
+ *	      the charger's own
+ */
+struct uc_pair {
+	atomic_long_t held[UC_NR_TARGETS];
+	atomic_long_t total;
+	bool draining;
+};
+
+/**
+ * struct uc_cross - the shared state of rlimit_escrow_cross_cpu
+ * @c: the case
+ * @node: the level whose limit binds (A's owner)
+ * @pairs: @nr_pairs of them, workers 2i (charger) and 2i + 1 (uncharger)
+ * @pair_max: what a pair holds at most: a little over its share of the limit
+ * @targets: where chargers charge from, @nr_targets of them
+ * @charges: admitted; @refusals: refused; @uncharges: given back
+ * @seen_reserved: an uncharger saw reservations at @node
+ * @seen_exact: an uncharger saw @node drained
+ * @seen_reenabled: an uncharger saw reservations after @node was drained
+ */
+struct uc_cross {
+	struct uc_case *c;
+	struct uc_node *node;
+	struct uc_pair *pairs;
+	unsigned int nr_pairs;
+	long pair_max;
+	u8 targets[UC_NR_TARGETS];
+	unsigned int nr_targets;
+	atomic_long_t charges, refusals, uncharges;
+	atomic_t seen_reserved, seen_exact, seen_reenabled;
+};
+
+struct uc_cross_worker {
+	bool pinned;
+	unsigned long steps;
+};
+
+static void uc_cross_pin(struct cgk_worker *w, struct uc_cross_worker *me)
+{
+	unsigned int cpu = cpumask_nth(w->index % num_online_cpus(), cpu_online_mask);
+
+	set_cpus_allowed_ptr(current, cpumask_of(cpu));
+	me->pinned = true;
+}
+
+static void uc_cross_charge(struct cgk_worker *w, struct uc_cross *x,
+			    struct uc_pair *p)
+{
+	struct uc_case *c = x->c;
+	char why[CGK_FAILURE_LEN];
+	unsigned int t;
+
+	if (p->draining) {
+		if (atomic_long_read(&p->total)) {
+			usleep_range(20, 50);
+			return;
+		}
+		p->draining = false;
+	}
+	t = x->targets[cgk_rand(w, x->nr_targets)];
+	if (!cgk_sigpending_charge(uc_leaf(c, t), false, LONG_MAX)) {
+		atomic_long_inc(&x->refusals);
+		p->draining = true;
+		return;
+	}
+	atomic_long_inc(&x->charges);
+	if (!uc_shadow_admit(c, &c->target[t], 1, 1, why, sizeof(why)))
+		cgk_fail(w, "%s", why);
+	atomic_long_inc(&p->held[t]);
+	if (atomic_long_inc_return(&p->total) >= x->pair_max)
+		p->draining = true;
+}
+
+static void uc_cross_sample(struct uc_cross *x)
+{
+	struct ucounts_escrow_for_test st;
+
+	if (!ucounts_escrow_read_for_test(x->node->uc, &st))
+		return;
+	if (st.exact)
+		atomic_set(&x->seen_exact, 1);
+	if (st.reserved > 0) {
+		atomic_set(&x->seen_reserved, 1);
+		if (atomic_read(&x->seen_exact))
+			atomic_set(&x->seen_reenabled, 1);
+	}
+}
+
+static void uc_cross_uncharge(struct cgk_worker *w, struct uc_cross *x,
+			      struct uc_pair *p, struct uc_cross_worker *me)
+{
+	struct uc_case *c = x->c;
+	unsigned int k, t, start = cgk_rand(w, x->nr_targets);
+
+	if (!(++me->steps % UC_CROSS_SAMPLE))
+		uc_cross_sample(x);
+	for (k = 0; k < x->nr_targets; k++) {
+		t = x->targets[(start + k) % x->nr_targets];
+		if (atomic_long_dec_if_positive(&p->held[t]) >= 0)
+			break;
+	}
+	if (k == x->nr_targets) {
+		usleep_range(10, 20);
+		return;
+	}
+	uc_shadow_release(c, &c->target[t], 1, 1);
+	dec_rlimit_put_ucounts(uc_leaf(c, t), UC_RL_GET);
+	atomic_long_dec(&p->total);
+	atomic_long_inc(&x->uncharges);
+}
+
+static void uc_cross_step(struct cgk_worker *w)
+{
+	struct uc_cross *x = w->gang->data;
+	struct uc_cross_worker *me = w->priv;
+	struct uc_pair *p = &x->pairs[w->index / 2];
+
+	if (!me->pinned)
+		uc_cross_pin(w, me);
+	if (w->index % 2)
+		uc_cross_uncharge(w, x, p, me);
+	else
+		uc_cross_charge(w, x, p);
+}
+
+static void uc_cross_fini(struct cgk_worker *w)
+{
+	set_cpus_allowed_ptr(current, cpu_possible_mask);
+}
+
+static const struct cgk_gang_ops uc_cross_ops = {
+	.step = uc_cross_step,
+	.fini = uc_cross_fini,
+};
+
+/* Give back what the pairs still hold. */
+static void uc_cross_release(void *arg)
+{
+	struct uc_cross *x = arg;
+	unsigned int i, t;
+
+	for (i = 0; i < x->nr_pairs; i++) {
+		for (t = 0; t < UC_NR_TARGETS; t++) {
+			while (atomic_long_dec_if_positive(&x->pairs[i].held[t]) >= 0) {
+				uc_shadow_release(x->c, &x->c->target[t], 1, 1);
+				dec_rlimit_put_ucounts(uc_leaf(x->c, t), UC_RL_GET);
+			}
+		}
+	}
+}
+
+/*
+ * Charges made on one CPU and given back on another: each pair of workers,
+ * bound to two CPUs, fills A's level to its limit and empties it again, so
+ * that the charger's CPU refills its escrow, the uncharger's gives back,
+ * and the level goes from reservations to exact mode and back, over and
+ * over. Every admitted charge keeps every level within its limit; once
+ * the workers stop, every level reports exactly what is held; after that
+ * a sibling gets exactly the limit.
+ */
+static void rlimit_escrow_cross_cpu(struct kunit *test)
+{
+	unsigned int i, t, nr_pairs = num_online_cpus() / 2;
+	unsigned long writes;
+	long lim[UC_NR_NS];
+	struct cgk_gang *gang;
+	struct uc_ledger *l;
+	struct uc_cross *x;
+	struct uc_case *c;
+
+	if (!nr_pairs)
+		kunit_skip(test, "one CPU: nothing to uncharge on another");
+	for (i = 0; i < UC_NR_NS; i++)
+		lim[i] = UC_HUGE_RLIMIT;
+	for (i = 0; i < 3; i++)
+		lim[UC_NS_B(i)] = UC_ESCROW_LIMIT;
+	c = uc_setup(test, BIT(UC_OP_RL_GET), lim);
+	/* Charged with no limit of their own (cgk_sigpending_charge()). */
+	for (t = 0; t < UC_NR_TARGETS; t++)
+		c->node[c->target[t].chain[0]].rlimit_max = LONG_MAX;
+
+	x = kunit_kzalloc(test, sizeof(*x), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, x);
+	x->pairs = kunit_kcalloc(test, nr_pairs, sizeof(*x->pairs), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, x->pairs);
+	x->c = c;
+	x->node = &c->node[UC_NODE_A];
+	x->nr_pairs = nr_pairs;
+	x->pair_max = UC_ESCROW_LIMIT / nr_pairs + UC_CROSS_OVER_SHARE;
+	for (t = 0; t < UC_NR_TARGETS; t++) {
+		if (UC_EXACT_B0_B1 & BIT(t))
+			x->targets[x->nr_targets++] = t;
+	}
+	/* Registered before the gang, so it runs after the gang stopped. */
+	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, uc_cross_release, x));
+
+	gang = cgk_gang_create(test, 2 * nr_pairs, &uc_cross_ops, x);
+	KUNIT_ASSERT_NOT_NULL(test, gang);
+	for (i = 0; i < gang->nr; i++) {
+		gang->workers[i].priv = kunit_kzalloc(test, sizeof(struct uc_cross_worker),
+						      GFP_KERNEL);
+		KUNIT_ASSERT_NOT_NULL(test, gang->workers[i].priv);
+	}
+	writes = ucounts_shared_writes_for_test();
+	cgk_gang_run(gang);
+	cgk_gang_report(gang);
+	writes = ucounts_shared_writes_for_test() - writes;
+
+	kunit_info(test, "%u pairs: %ld charges admitted, %ld refused, %ld given back on another CPU; %lu writes of owners' counts (%lu per 100 charges and uncharges)\n",
+		   nr_pairs, atomic_long_read(&x->charges), atomic_long_read(&x->refusals),
+		   atomic_long_read(&x->uncharges), writes,
+		   writes * 100 / max(1L, atomic_long_read(&x->charges) +
+				      atomic_long_read(&x->uncharges)));
+	CGK_EXPECT_EXERCISED(test, atomic_long_read(&x->refusals),
+			     "no charge was refused: the level never reached its limit");
+	CGK_EXPECT_EXERCISED(test, atomic_read(&x->seen_reserved),
+			     "A's level never held reservations");
+	CGK_EXPECT_EXERCISED(test, atomic_read(&x->seen_reenabled),
+			     "A's level never held reservations again after exact mode");
+
+	uc_expect_reported(c, "workers stopped");
+	kunit_release_action(test, uc_cross_release, x);
+	uc_expect_reported(c, "all given back");
+
+	l = kunit_kzalloc(test, sizeof(*l), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, l);
+	l->c = c;
+	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, uc_ledger_release, l));
+	uc_expect_fit(c, l, UC_TARGET(UC_NS_C(0), 1), UC_ESCROW_LIMIT, x->node,
+		      UC_ESCROW_LIMIT, "after the pairs");
+	kunit_release_action(test, uc_ledger_release, l);
+
+	uc_check_counters(c);
+	uc_check_released(c);
+}
+
+/* ---- rlimit_escrow_lowered ----------------------------------------------- */
+
+/*
+ * A limit lowered while the escrow of its level holds reservations on
+ * several CPUs: workers charge and uncharge at random under A until they
+ * stop, holding what they hold; the test thread leaves reservations on its
+ * own CPU too, then lowers B0's limit to one more than what A's level
+ * holds. The level must drain (it holds more than that), report exactly
+ * what is held, and give B0 exactly one more charge, on the very CPU that
+ * held reservations; B1, whose limit is unchanged, exactly the rest of its.
+ */
+static void rlimit_escrow_lowered(struct kunit *test)
+{
+	const unsigned int b0 = UC_TARGET(UC_NS_C(0), 1), b1 = UC_TARGET(UC_NS_C(2), 1);
+	unsigned int i, nr = cgk_param_threads(test);
+	struct ucounts_escrow_for_test before, after;
+	struct uc_reported *r;
+	struct uc_ledger *l;
+	long lim[UC_NR_NS], held;
+	struct uc_node *a;
+	struct uc_case *c;
+
+	for (i = 0; i < UC_NR_NS; i++)
+		lim[i] = UC_HUGE_RLIMIT;
+	for (i = 0; i < 3; i++)
+		lim[UC_NS_B(i)] = UC_ESCROW_LIMIT;
+	c = uc_setup(test, BIT(UC_OP_RL_GET), lim);
+	a = &c->node[UC_NODE_A];
+
+	r = kunit_kzalloc(test, sizeof(*r), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, r);
+	r->c = c;
+	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, uc_reported_release, r));
+	r->gang = cgk_gang_create(test, nr, &uc_hold_ops, c);
+	KUNIT_ASSERT_NOT_NULL(test, r->gang);
+	for (i = 0; i < nr; i++) {
+		r->gang->workers[i].priv = kunit_kzalloc(test, sizeof(struct uc_worker),
+							 GFP_KERNEL);
+		KUNIT_ASSERT_NOT_NULL(test, r->gang->workers[i].priv);
+	}
+	r->gang->duration_ms = max(cgk_duration_ms() / 4, 10U);
+	cgk_gang_run(r->gang);
+	cgk_gang_report(r->gang);
+	uc_expect_reported(c, "workers stopped");
+
+	l = kunit_kzalloc(test, sizeof(*l), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, l);
+	l->c = c;
+	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, uc_ledger_release, l));
+	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, uc_pin_release, NULL));
+	uc_move_to_cpu(0);
+	/* Reservations on this CPU: a charge from B1 and its uncharge. */
+	KUNIT_ASSERT_TRUE(test, uc_ledger_charge(l, b1));
+	uc_ledger_uncharge(l);
+
+	if (!uc_escrow_read(test, a, &before))
+		return;
+	held = atomic_long_read(&a->shadow[1]);
+	KUNIT_EXPECT_GT_MSG(test, ucounts_escrow_cpu_for_test(a->uc, raw_smp_processor_id()), 0L,
+			    "%s: no reservation on this CPU after a charge and its uncharge",
+			    a->name);
+	CGK_EXPECT_EXERCISED(test, before.count > held + 1,
+			     "A's level held too little for lowering the limit to drain it");
+
+	lim[UC_NS_B(0)] = held + 1;
+	uc_set_sigpending_max(c, lim);
+	if (!uc_escrow_read(test, a, &after))
+		return;
+	kunit_info(test, "%s: %ld held, %ld reserved on %u CPUs, limit %ld; B0's lowered to %ld: %s, %ld reserved\n",
+		   a->name, held, before.reserved, before.cpus_reserved, before.min_limit,
+		   held + 1, after.exact ? "exact" : "reserving", after.reserved);
+	if (before.count > held + 1) {
+		KUNIT_EXPECT_TRUE_MSG(test, after.exact,
+				      "%s: count %ld past the lowered limit %ld, not drained",
+				      a->name, after.count, held + 1);
+		KUNIT_EXPECT_EQ_MSG(test, after.count, held,
+				    "%s: count %ld once drained, %ld charges held",
+				    a->name, after.count, held);
+	}
+	KUNIT_EXPECT_EQ_MSG(test, uc_pending(a), held,
+			    "%s reports %ld pending, %ld held", a->name, uc_pending(a), held);
+
+	uc_expect_fit(c, l, b0, 1, a, held + 1, "B0's limit lowered");
+	uc_expect_fit(c, l, b1, UC_ESCROW_LIMIT - held - 1, a, UC_ESCROW_LIMIT,
+		      "B1 next to it");
+
+	kunit_release_action(test, uc_ledger_release, l);
+	kunit_release_action(test, uc_pin_release, NULL);
+	kunit_release_action(test, uc_reported_release, r);
+	uc_check_counters(c);
+	uc_check_released(c);
+}
+
+/* ---- charge-only races with one limit per source ------------------------- */
+
+#define UC_RACE_MAX_SRC		4
+
+/**
+ * struct uc_race_src - where some workers of a race charge from
+ * @desc: for messages
+ * @uc: the ucounts charged, the charge's first level
+ * @own: the first level's own limit
+ * @limit: the limit these charges have at the level checked (may be
+ *	   lowered during the race: smp_store_release() after the kernel's)
+ */
+struct uc_race_src {
+	const char *desc;
+	struct ucounts *uc;
+	long own;
+	long limit;
+};
+
+/**
+ * struct uc_race - charges only, every charging worker until refused
+ * @node: the level checked
+ * @base: what @node held before the race
+ * @src: the sources, @nr_src of them; worker i charges from i % @nr_src
+ * @nr_chargers: workers that charge; one more, if @lower_ns is set, lowers
+ * @lower_ns: the namespace whose limit that worker lowers, once @done
+ *	      reaches @lower_after, to @base + @done + @lower_headroom
+ * @lower_src: the source whose limit at @node that is
+ * @lowered_to: the limit it set, 0 until then
+ * @started: charging workers that ran a step
+ * @done: charges admitted and returned, every source
+ * @admitted: per source
+ * @finished: charging workers refused; the last one stops the gang
+ *
+ * No charge is given back during the race, so a charge admitted after
+ * @done read k was admitted with at least @base + k + 1 pending at @node:
+ * that must be within the limit of its source.
+ */
+struct uc_race {
+	struct uc_node *node;
+	long base;
+	struct uc_race_src src[UC_RACE_MAX_SRC];
+	unsigned int nr_src;
+	unsigned int nr_chargers;
+	struct user_namespace *lower_ns;
+	long lower_after;
+	long lower_headroom;
+	unsigned int lower_src;
+	long lowered_to;
+	atomic_t started;
+	atomic_long_t done;
+	atomic_long_t admitted[UC_RACE_MAX_SRC];
+	atomic_t finished;
+};
+
+struct uc_race_worker {
+	long charged;
+	bool started;
+	bool finished;
+};
+
+/*
+ * Charges are much faster than a scheduler tick: without sleeping now and
+ * then, the first workers on each CPU would take the whole limit before
+ * the others ran at all (PREEMPT_VOLUNTARY kthreads yield at the tick).
+ */
+#define UC_RACE_YIELD_EVERY	4
+
+/* The lowering worker: lower a limit while the others charge. */
+static void uc_race_lower(struct uc_race *r)
+{
+	long limit;
+
+	if (r->lowered_to || (atomic_long_read(&r->done) < r->lower_after &&
+			      atomic_read(&r->finished) < r->nr_chargers)) {
+		usleep_range(5, 10);
+		return;
+	}
+	limit = r->base + atomic_long_read(&r->done) + r->lower_headroom;
+	if (limit >= READ_ONCE(r->src[r->lower_src].limit)) {
+		r->lowered_to = -1;	/* too late: not a lowering */
+		return;
+	}
+	set_userns_rlimit_max(r->lower_ns, UC_RL_GET, limit);
+	/* Charges that see it started after the kernel had it. */
+	smp_store_release(&r->src[r->lower_src].limit, limit);
+	r->lowered_to = limit;
+}
+
+static void uc_race_step(struct cgk_worker *w)
+{
+	struct uc_race *r = w->gang->data;
+	struct uc_race_worker *me = w->priv;
+	struct uc_race_src *s = &r->src[w->index % r->nr_src];
+	long limit, before;
+
+	if (w->index >= r->nr_chargers) {
+		uc_race_lower(r);
+		return;
+	}
+	if (me->finished) {
+		usleep_range(50, 100);
+		return;
+	}
+	/* Start together, so that every source races every other. */
+	if (!me->started) {
+		me->started = true;
+		atomic_inc(&r->started);
+	}
+	if (atomic_read(&r->started) < r->nr_chargers) {
+		usleep_range(5, 10);
+		return;
+	}
+	/* A limit lowered before this charge started applies to it. */
+	limit = smp_load_acquire(&s->limit);
+	before = atomic_long_read(&r->done);
+	if (!cgk_sigpending_charge(s->uc, false, s->own)) {
+		me->finished = true;
+		if (atomic_inc_return(&r->finished) == r->nr_chargers)
+			WRITE_ONCE(w->gang->stop, true);
+		return;
+	}
+	me->charged++;
+	atomic_long_inc(&r->admitted[w->index % r->nr_src]);
+	if (r->base + before + 1 > limit)
+		cgk_fail(w, "%s: admitted with at least %ld pending at %s, its limit there %ld",
+			 s->desc, r->base + before + 1, r->node->name, limit);
+	atomic_long_inc(&r->done);
+	if (!(me->charged % UC_RACE_YIELD_EVERY))
+		usleep_range(2, 5);
+}
+
+static const struct cgk_gang_ops uc_race_ops = {
+	.step = uc_race_step,
+};
+
+/* Give back what the workers of a race charged. */
+static void uc_race_release(void *arg)
+{
+	struct cgk_gang *gang = arg;
+	struct uc_race *r = gang->data;
+	unsigned int i;
+
+	for (i = 0; i < gang->nr; i++) {
+		struct uc_race_worker *me = gang->workers[i].priv;
+
+		for (; me && me->charged > 0; me->charged--)
+			dec_rlimit_put_ucounts(r->src[i % r->nr_src].uc, UC_RL_GET);
+	}
+}
+
+static struct cgk_gang *uc_race_create(struct kunit *test, struct uc_race *r,
+				       unsigned int nr)
+{
+	struct cgk_gang *gang;
+	unsigned int i;
+
+	r->base = uc_pending(r->node);
+	r->nr_chargers = nr;
+	if (r->lower_ns)
+		nr++;
+	gang = cgk_gang_create(test, nr, &uc_race_ops, r);
+	KUNIT_ASSERT_NOT_NULL(test, gang);
+	for (i = 0; i < nr; i++) {
+		gang->workers[i].priv = kunit_kzalloc(test, sizeof(struct uc_race_worker),
+						      GFP_KERNEL);
+		KUNIT_ASSERT_NOT_NULL(test, gang->workers[i].priv);
+	}
+	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, uc_race_release, gang));
+	return gang;
+}
+
+/* After a race: exactly @want admitted in all, and reported at the node. */
+static void uc_race_expect(struct kunit *test, struct cgk_gang *gang, long want)
+{
+	struct uc_race *r = gang->data;
+	long done = atomic_long_read(&r->done);
+	unsigned int i;
+
+	for (i = 0; i < r->nr_src; i++) {
+		kunit_info(test, "%s: %ld admitted\n", r->src[i].desc,
+			   atomic_long_read(&r->admitted[i]));
+		CGK_EXPECT_EXERCISED(test, atomic_long_read(&r->admitted[i]),
+				     "a source had no charge admitted: the sources did not race");
+	}
+	KUNIT_EXPECT_EQ_MSG(test, atomic_read(&r->finished), (int)r->nr_chargers,
+			    "%d of %u workers stopped by the time bound, not by a refusal",
+			    (int)r->nr_chargers - atomic_read(&r->finished), r->nr_chargers);
+	uc_expect_limit(test, r->node->name, r->base + done, want);
+	KUNIT_EXPECT_EQ_MSG(test, uc_pending(r->node), r->base + done,
+			    "%s reports %ld pending, %ld held", r->node->name,
+			    uc_pending(r->node), r->base + done);
+}
+
+/* ---- rlimit_escrow_lowered_racing ---------------------------------------- */
+
+/* How far above what is done B0's limit is lowered to, while charges race. */
+#define UC_RACE_HEADROOM	24
+
+/*
+ * The same while charges race: workers from B0 and from B1 charge A's level
+ * (both limited to UC_ESCROW_LIMIT there) until refused; once a tenth of it
+ * is charged, the test thread lowers B0's limit to what is charged then,
+ * plus a little. B0's charges that start after that must keep within it,
+ * B1's get exactly the rest of theirs.
+ */
+static void rlimit_escrow_lowered_racing(struct kunit *test)
+{
+	unsigned int i, nr = cgk_param_threads(test);
+	struct cgk_gang *gang;
+	long lim[UC_NR_NS];
+	struct uc_race *r;
+	struct uc_case *c;
+
+	for (i = 0; i < UC_NR_NS; i++)
+		lim[i] = UC_HUGE_RLIMIT;
+	lim[UC_NS_B(0)] = UC_ESCROW_LIMIT;
+	lim[UC_NS_B(1)] = UC_ESCROW_LIMIT;
+	c = uc_setup(test, BIT(UC_OP_RL_GET), lim);
+
+	r = kunit_kzalloc(test, sizeof(*r), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, r);
+	r->node = &c->node[UC_NODE_A];
+	r->src[0] = (struct uc_race_src){ "B0", uc_leaf(c, UC_TARGET(UC_NS_B(0), 1)),
+					  LONG_MAX, UC_ESCROW_LIMIT };
+	r->src[1] = (struct uc_race_src){ "B1", uc_leaf(c, UC_TARGET(UC_NS_B(1), 1)),
+					  LONG_MAX, UC_ESCROW_LIMIT };
+	r->nr_src = 2;
+	r->lower_ns = c->ns[UC_NS_B(0)];
+	r->lower_src = 0;
+	r->lower_after = UC_ESCROW_LIMIT / 10;
+	r->lower_headroom = UC_RACE_HEADROOM;
+	gang = uc_race_create(test, r, nr);
+	cgk_gang_run(gang);
+	cgk_gang_report(gang);
+
+	kunit_info(test, "B0's limit lowered to %ld while charges raced\n", r->lowered_to);
+	CGK_EXPECT_EXERCISED(test, r->lowered_to > 0 ? r->lowered_to : 0,
+			     "B0's limit was not lowered while the charges raced");
+	uc_race_expect(test, gang, UC_ESCROW_LIMIT);
+
+	kunit_release_action(test, uc_race_release, gang);
+	uc_check_counters(c);
+	uc_check_released(c);
+}
+
+/* ---- rlimit_escrow_mixed_limits ------------------------------------------ */
+
+/* A's owner node: limits of B0, its own tasks, B1, B2 there. */
+#define UC_MIXED_B0		200
+#define UC_MIXED_OWNER		300
+#define UC_MIXED_B1		400
+#define UC_MIXED_B2		800
+
+/* The owner's own pending signals on A's level (its first level). */
+struct uc_owner {
+	struct ucounts *uc;
+	long charged;
+};
+
+static bool uc_owner_charge(struct uc_owner *o)
+{
+	if (!cgk_sigpending_charge(o->uc, false, UC_MIXED_OWNER))
+		return false;
+	o->charged++;
+	return true;
+}
+
+static void uc_owner_release(void *arg)
+{
+	struct uc_owner *o = arg;
+
+	for (; o->charged > 0; o->charged--)
+		dec_rlimit_put_ucounts(o->uc, UC_RL_GET);
+}
+
+/*
+ * Heterogeneous limits on one level: A's owner node charged from B0, B1
+ * and B2, each with its own limit there, and by the owner's own tasks, for
+ * which the node is their first level, with a limit of their own. First the
+ * test thread alone, on one CPU: B0 leaves reservations, the owner's tasks
+ * charge past B0's limit, and B0 must then be refused on that CPU; each
+ * source gets exactly what its limit leaves. Then workers race from all
+ * four until refused, each charge within its own limit.
+ */
+static void rlimit_escrow_mixed_limits(struct kunit *test)
+{
+	const unsigned int b0 = UC_TARGET(UC_NS_B(0), 1), b1 = UC_TARGET(UC_NS_B(1), 1);
+	const unsigned int b2 = UC_TARGET(UC_NS_B(2), 1);
+	struct ucounts_escrow_for_test st;
+	struct cgk_gang *gang;
+	struct uc_owner *o;
+	struct uc_ledger *l;
+	long lim[UC_NR_NS];
+	struct uc_race *r;
+	struct uc_node *a;
+	struct uc_case *c;
+	unsigned int i;
+	long k;
+
+	for (i = 0; i < UC_NR_NS; i++)
+		lim[i] = UC_HUGE_RLIMIT;
+	lim[UC_NS_B(0)] = UC_MIXED_B0;
+	lim[UC_NS_B(1)] = UC_MIXED_B1;
+	lim[UC_NS_B(2)] = UC_MIXED_B2;
+	c = uc_setup(test, BIT(UC_OP_RL_GET), lim);
+	a = &c->node[UC_NODE_A];
+
+	l = kunit_kzalloc(test, sizeof(*l), GFP_KERNEL);
+	o = kunit_kzalloc(test, sizeof(*o), GFP_KERNEL);
+	KUNIT_ASSERT_TRUE(test, l && o);
+	l->c = c;
+	o->uc = a->uc;
+	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, uc_ledger_release, l));
+	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, uc_owner_release, o));
+	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, uc_pin_release, NULL));
+	uc_move_to_cpu(0);
+
+	/* B0 reserves on this CPU; the owner's tasks charge past B0's limit. */
+	KUNIT_ASSERT_TRUE(test, uc_ledger_charge(l, b0));
+	KUNIT_EXPECT_GT_MSG(test, ucounts_escrow_cpu_for_test(a->uc, raw_smp_processor_id()), 0L,
+			    "%s: no reservation on this CPU after B0's first charge", a->name);
+	k = 1;
+	while (k < UC_MIXED_B0 + 50 && uc_owner_charge(o))
+		k++;
+	KUNIT_EXPECT_EQ_MSG(test, k, UC_MIXED_B0 + 50L,
+			    "the owner's tasks: refused at %ld pending, under their limit %d",
+			    k, UC_MIXED_OWNER);
+	if (uc_escrow_read(test, a, &st)) {
+		KUNIT_EXPECT_TRUE_MSG(test, st.exact && !st.reserved,
+				      "%s: count %ld past B0's limit %d with %ld reserved",
+				      a->name, st.count, UC_MIXED_B0, st.reserved);
+	}
+	KUNIT_EXPECT_FALSE_MSG(test, uc_ledger_charge(l, b0),
+			       "B0 charged with %ld pending at %s, past its limit %d",
+			       uc_pending(a), a->name, UC_MIXED_B0);
+	uc_expect_fit(c, l, b1, UC_MIXED_B1 - k, a, UC_MIXED_B1, "B1 after the owner");
+	KUNIT_EXPECT_FALSE_MSG(test, uc_owner_charge(o),
+			       "the owner's tasks charged with %ld pending at %s, past their limit %d",
+			       uc_pending(a), a->name, UC_MIXED_OWNER);
+	uc_expect_fit(c, l, b2, UC_MIXED_B2 - UC_MIXED_B1, a, UC_MIXED_B2, "B2 last");
+	/* One given back: only B2's limit leaves room for it. */
+	dec_rlimit_put_ucounts(uc_leaf(c, b2), UC_RL_GET);
+	l->charged[b2]--;
+	KUNIT_EXPECT_FALSE(test, uc_ledger_charge(l, b0));
+	KUNIT_EXPECT_FALSE(test, uc_owner_charge(o));
+	KUNIT_EXPECT_FALSE(test, uc_ledger_charge(l, b1));
+	uc_expect_fit(c, l, b2, 1, a, UC_MIXED_B2, "B2 after one given back");
+
+	uc_ledger_uncharge(l);
+	uc_owner_release(o);
+	kunit_release_action(test, uc_pin_release, NULL);
+	KUNIT_EXPECT_EQ(test, uc_pending(a), 0L);
+
+	/* All four race, each within its own limit. */
+	r = kunit_kzalloc(test, sizeof(*r), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, r);
+	r->node = a;
+	r->src[0] = (struct uc_race_src){ "B0", uc_leaf(c, b0), LONG_MAX, UC_MIXED_B0 };
+	r->src[1] = (struct uc_race_src){ "the owner's tasks", a->uc, UC_MIXED_OWNER,
+					  UC_MIXED_OWNER };
+	r->src[2] = (struct uc_race_src){ "B1", uc_leaf(c, b1), LONG_MAX, UC_MIXED_B1 };
+	r->src[3] = (struct uc_race_src){ "B2", uc_leaf(c, b2), LONG_MAX, UC_MIXED_B2 };
+	r->nr_src = 4;
+	gang = uc_race_create(test, r, 2 * r->nr_src);
+	cgk_gang_run(gang);
+	cgk_gang_report(gang);
+	uc_race_expect(test, gang, UC_MIXED_B2);
+	kunit_release_action(test, uc_race_release, gang);
+
+	kunit_release_action(test, uc_owner_release, o);
+	kunit_release_action(test, uc_ledger_release, l);
+	uc_check_counters(c);
+	uc_check_released(c);
+}
+
+/* ---- rlimit_escrow_cpu_hotplug ------------------------------------------- */
+
+/* On the CPU about to go offline: leave reservations at every owner level. */
+static int uc_reserve_here(void *arg)
+{
+	struct uc_case *c = arg;
+	struct ucounts *uc = uc_leaf(c, UC_TARGET(UC_NS_C(0), 1));
+
+	if (!cgk_sigpending_charge(uc, false, LONG_MAX))
+		return -EAGAIN;
+	dec_rlimit_put_ucounts(uc, UC_RL_GET);
+	return 0;
+}
+
+/*
+ * Random charges and uncharges at every level, all limits far above what
+ * is held, while a shuffler moves the workers between CPUs and, where the
+ * kernel has CPU hotplug, CPUs go offline and come back with reservations
+ * on them. Then one CPU is taken offline holding reservations and kept
+ * offline: every level reports exactly what is held, a sibling gets
+ * exactly the limit of A's level, and the namespaces are freed with
+ * nothing left behind, all with that CPU offline.
+ */
+static void rlimit_escrow_cpu_hotplug(struct kunit *test)
+{
+	unsigned int i, nr = cgk_param_threads(test);
+	struct uc_reported *r;
+	struct cgk_cpus *cpus;
+	struct uc_ledger *l;
+	long lim[UC_NR_NS];
+	struct uc_node *a;
+	struct uc_case *c;
+	int cpu = -1;
+
+	for (i = 0; i < UC_NR_NS; i++)
+		lim[i] = UC_ESCROW_LIMIT;
+	c = uc_setup(test, BIT(UC_OP_RL_GET), lim);
+	a = &c->node[UC_NODE_A];
+
+	r = kunit_kzalloc(test, sizeof(*r), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, r);
+	r->c = c;
+	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, uc_reported_release, r));
+	r->gang = cgk_gang_create(test, nr, &uc_hold_ops, c);
+	KUNIT_ASSERT_NOT_NULL(test, r->gang);
+	for (i = 0; i < nr; i++) {
+		r->gang->workers[i].priv = kunit_kzalloc(test, sizeof(struct uc_worker),
+							 GFP_KERNEL);
+		KUNIT_ASSERT_NOT_NULL(test, r->gang->workers[i].priv);
+	}
+	cpus = cgk_cpus_disturb(r->gang, CGK_CPU_SHUFFLE | CGK_CPU_HOTPLUG);
+	KUNIT_ASSERT_NOT_NULL(test, cpus);
+	cgk_gang_run(r->gang);
+	cgk_cpus_stop(cpus);
+	cgk_gang_report(r->gang);
+	if (cgk_cpus_hotplugging(cpus)) {
+		cpu = cgk_cpus_leave_offline(cpus, uc_reserve_here, c);
+		if (cpu >= 0)
+			KUNIT_EXPECT_GT_MSG(test, ucounts_escrow_cpu_for_test(a->uc, cpu), 0L,
+					    "%s: CPU %d went offline without reservations",
+					    a->name, cpu);
+	} else {
+		kunit_info(test, "no CPU hotplug here: workers shuffled only\n");
+	}
+
+	uc_expect_reported(c, cpu >= 0 ? "a CPU offline with reservations" : "workers stopped");
+	kunit_release_action(test, uc_reported_release, r);
+	uc_expect_reported(c, "all given back");
+
+	l = kunit_kzalloc(test, sizeof(*l), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, l);
+	l->c = c;
+	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, uc_ledger_release, l));
+	uc_expect_fit(c, l, UC_TARGET(UC_NS_B(1), 1), UC_ESCROW_LIMIT, a,
+		      UC_ESCROW_LIMIT, "all given back");
+	kunit_release_action(test, uc_ledger_release, l);
+
+	uc_check_counters(c);
+	/* With that CPU still offline. */
+	uc_check_released(c);
+	cgk_cpus_finish(cpus);
+}
+#endif /* CGK_UCOUNT_ESCROW */
+
 #ifdef CGK_TEST_MOUNTS
 /* ---- user.* sysctls, one set per namespace ------------------------------ */
 
@@ -1676,6 +2581,13 @@ static struct kunit_case cgroup_ucount_cases[] = {
 	KUNIT_CASE(rlimit_reclaim_near_limit),
 	KUNIT_CASE(rlimit_teardown_percpu_held),
 	KUNIT_CASE_PARAM(rlimit_reported_exact, cgk_threads_gen),
+#ifdef CGK_UCOUNT_ESCROW
+	KUNIT_CASE(rlimit_escrow_cross_cpu),
+	KUNIT_CASE_PARAM(rlimit_escrow_lowered, cgk_threads_gen),
+	KUNIT_CASE_PARAM(rlimit_escrow_lowered_racing, cgk_threads_gen),
+	KUNIT_CASE(rlimit_escrow_mixed_limits),
+	KUNIT_CASE_PARAM(rlimit_escrow_cpu_hotplug, cgk_threads_gen),
+#endif
 #ifdef CGK_TEST_MOUNTS
 	KUNIT_CASE_PARAM_ATTR(ucount_sysctl_per_ns, cgk_threads_gen,
 			      { .speed = KUNIT_SPEED_SLOW }),
