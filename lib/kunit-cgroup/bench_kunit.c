@@ -409,13 +409,23 @@ struct bench_uc {
 };
 
 /* What one worker of a point holds. */
+/*
+ * A worker's own counters, written on every step: a cache line each, or the
+ * workers' counters would share a line and bounce it between the CPUs the
+ * way the counts being measured do.
+ */
 struct bench_uc_worker {
 	struct ucounts *uc;
 	atomic_long_t *outstanding;	/* BENCH_UC_CROSS: shared by a pair */
 	unsigned long charges;
 	unsigned long refused;
 	unsigned int held;		/* BENCH_UC_LIMIT */
-};
+} ____cacheline_aligned_in_smp;
+
+/* What the two workers of a BENCH_UC_CROSS pair share, apart from others. */
+struct bench_uc_pair {
+	atomic_long_t outstanding;
+} ____cacheline_aligned_in_smp;
 
 static void bench_uc_release_held(struct bench_uc_worker *p)
 {
@@ -523,7 +533,7 @@ static void bench_uc_point(struct kunit *test, struct bench_uc *b,
 {
 	unsigned long charges, refused;
 	struct bench_uc_worker *p;
-	atomic_long_t *pairs;
+	struct bench_uc_pair *pairs;
 	unsigned int rep, i;
 
 	p = kunit_kcalloc(test, threads, sizeof(*p), GFP_KERNEL);
@@ -547,8 +557,8 @@ static void bench_uc_point(struct kunit *test, struct bench_uc *b,
 			p[i].uc = alloc_ucounts(b->child[(mode == BENCH_UC_CROSS ? i / 2 : i) % nr_ns],
 						KUIDT_INIT(BENCH_UC_UID));
 			KUNIT_ASSERT_NOT_NULL(test, p[i].uc);
-			atomic_long_set(&pairs[i / 2], 0);
-			p[i].outstanding = &pairs[i / 2];
+			atomic_long_set(&pairs[i / 2].outstanding, 0);
+			p[i].outstanding = &pairs[i / 2].outstanding;
 			gang->workers[i].priv = &p[i];
 		}
 		if (ucounts_shared_writes_for_test)
@@ -562,7 +572,7 @@ static void bench_uc_point(struct kunit *test, struct bench_uc *b,
 			refused += p[i].refused;
 			if (mode == BENCH_UC_CROSS && !(i & 1)) {
 				/* what the uncharger did not get to */
-				while (atomic_long_add_unless(&pairs[i / 2], -1, 0))
+				while (atomic_long_add_unless(&pairs[i / 2].outstanding, -1, 0))
 					dec_rlimit_put_ucounts(p[i].uc, UCOUNT_RLIMIT_SIGPENDING);
 			}
 			put_ucounts(p[i].uc);

@@ -60,6 +60,7 @@ RESULTS = Path("results") / "bench"
 BUSY_MIN = 900          # permille: a rep whose least busy worker ran less did not run in parallel
 ALPHA = 0.01            # Mann-Whitney, series/base ratios against the A/A ratios
 MIN_PAIRS = 6           # fewer paired reps (after drops) on either side: no verdict
+OTHER_MAX = 0.10        # cores: a boot while the rest of the host used more is dropped
 PROJECT_AT = (16, 64, 144, 384)
 # What was measured on many CPUs, printed beside the projection for scale.
 ANCHOR = ("the rwlock RFC for rstat (2026-05-19) measured 1.8x on 144 CPUs "
@@ -81,7 +82,10 @@ RULES = (f"a rep is dropped when its least busy worker made steps for less than 
          f"workers than vCPUs are kept whole); a verdict only when the median series/base "
          f"ratio lies outside the A/A band (smallest to largest control/base ratio) and the "
          f"Mann-Whitney U test tells series/base from control/base ratios apart at "
-         f"p < {ALPHA:g}, with at least {MIN_PAIRS} pairs each")
+         f"p < {ALPHA:g}, with at least {MIN_PAIRS} pairs each; a boot during which the rest "
+         f"of the host kept more than {OTHER_MAX:g} of a core busy (/proc/stat less this "
+         f"run's own processes) is dropped with all its reps, unless every boot of its "
+         f"variant would be")
 
 
 # --- what is measured ------------------------------------------------------------
@@ -368,6 +372,8 @@ class Machine:
     base_patches: int = 0
     series_patches: int = 0
     load_before: float | None = None
+    # per variant, per round: cores the rest of the host kept busy during that boot
+    other_cores: dict[str, list[float | None]] = field(default_factory=dict)
 
     @property
     def warning(self) -> str | None:
@@ -1146,13 +1152,32 @@ def write_plots(specs: Mapping[str, Plot], dest: Path,
 
 # --- I/O --------------------------------------------------------------------------------
 
-def round_metrics(reports: Sequence[Report], reps: int) -> list[Metric]:
-    """The metric records of a variant's boots, round r's reps numbered from r * reps."""
+def round_metrics(reports: Sequence[tuple[int, Report]], reps: int) -> list[Metric]:
+    """The metric records of a variant's boots (round, report), round r's reps numbered
+    from r * reps, so that a dropped boot leaves the other rounds' reps paired as before."""
     out: list[Metric] = []
-    for r, report in enumerate(reports):
+    for r, report in reports:
         for m in report.metrics():
             rep_id = m.get("rep")
             out.append({**m, "rep": rep_id + r * reps} if isinstance(rep_id, int) else m)
+    return out
+
+
+def disturbed_boots(machine: Machine, reports: Mapping[str, Sequence[Report]],
+                    notes: list[str]) -> dict[str, set[int]]:
+    """Per variant, the rounds whose boot ran while the rest of the host kept more than
+    OTHER_MAX of a core busy; a variant all of whose boots did keeps them all (noted)."""
+    out: dict[str, set[int]] = {}
+    for v, boots in reports.items():
+        loads = machine.other_cores.get(v, [])
+        seen = {r: x for r, x in enumerate(loads[:len(boots)]) if x is not None}
+        bad = {r for r, x in seen.items() if x > OTHER_MAX}
+        for r in sorted(bad):
+            notes.append(f"{v} boot of round {r + 1}: the rest of the host kept "
+                         f"{seen[r]:.2f} of a core busy"
+                         + ("; kept, as every boot of it was disturbed" if len(bad) == len(boots)
+                            else "; dropped with its reps"))
+        out[v] = set() if len(bad) == len(boots) else bad
     return out
 
 
@@ -1169,8 +1194,13 @@ def finish(build_root: Path, reports: Mapping[str, Sequence[Report]], machine: M
             if report.status != "pass" or report.bad_parameters:
                 print(f"-- {variant} boot" + (f" (round {r + 1})" if len(boots) > 1 else "") + ":")
                 print(format_summary(report), end="")
-    agg = aggregate({v: round_metrics(b, reps) for v, b in reports.items()}, machine, only,
+    dropped_notes: list[str] = []
+    drop = disturbed_boots(machine, reports, dropped_notes)
+    agg = aggregate({v: round_metrics([(r, rep) for r, rep in enumerate(b)
+                                       if r not in drop.get(v, set())], reps)
+                     for v, b in reports.items()}, machine, only,
                     {v: worst_status(b) for v, b in reports.items()}, filter_glob)
+    agg.notes[:0] = dropped_notes
     text = format_table(agg)
     print(text, end="", flush=True)
     dest = build_root / RESULTS
@@ -1267,10 +1297,16 @@ def run_bench(repo: Path, build_root: Path, opts: BenchOptions) -> int:
         load = host.load_average()
         say(f"booting {v} ({i}/{len(order)}, round {r + 1}): {glob}"
             + (f"; load average {load:.2f}" if load is not None else ""))
+        probe = host.OtherLoad.start()
         report = pipeline.boot_and_report(
             repo, build_root, prof, trees[KERNEL_OF[v]], base_label,
             round_dir(build_root, prof, v, r), args, glob, shim=shim,
             out=outs[KERNEL_OF[v]], echo=opts.echo)
         reports[v].append(report)
-        say(f"{v}: {report.status.upper()} in {report.elapsed:.0f}s")
+        other = probe.cores()
+        machine.other_cores.setdefault(v, []).append(other)
+        say(f"{v}: {report.status.upper()} in {report.elapsed:.0f}s"
+            + (f"; the rest of the host kept {other:.2f} of a core busy meanwhile"
+               if other is not None else ""))
+    write_json(build_root / RESULTS / "machine.json", machine.to_json())
     return finish(build_root, reports, machine, opts.only, glob, opts.reps)

@@ -64,7 +64,7 @@ def reports() -> dict[str, list[rp.Report]]:
 
 @pytest.fixture(scope="module")
 def metrics(reports: dict[str, list[rp.Report]]) -> dict[str, list[bb.Metric]]:
-    return {v: bb.round_metrics(boots, REPS) for v, boots in reports.items()}
+    return {v: bb.round_metrics(list(enumerate(boots)), REPS) for v, boots in reports.items()}
 
 
 @pytest.fixture(scope="module")
@@ -145,14 +145,16 @@ def test_real_console_metrics(reports: dict[str, list[rp.Report]]) -> None:
 
 
 def test_round_metrics_number_reps_by_round(reports: dict[str, list[rp.Report]]) -> None:
-    got = bb.round_metrics(reports["series"], REPS)
+    got = bb.round_metrics(list(enumerate(reports["series"])), REPS)
     reps = [m["rep"] for m in got if m["name"] == "rstat_read" and m["readers"] == 1
             and m["updaters"] == 0]
     assert reps == list(range(15))
     assert not any("rep" in m for m in got if m["name"] in ("rstat_locks", "bench_machine"))
     one = types.SimpleNamespace(metrics=lambda: [{"name": "rstat_read", "rep": 0}], status="pass")
     two = types.SimpleNamespace(metrics=lambda: [{"name": "rstat_read", "rep": 1}], status="fail")
-    assert [m["rep"] for m in bb.round_metrics([one, two], reps=5)] == [0, 6]  # type: ignore[list-item]
+    assert [m["rep"] for m in bb.round_metrics([(0, one), (1, two)], reps=5)] == [0, 6]  # type: ignore[list-item]
+    # a dropped round leaves the later rounds' reps where they were, still paired
+    assert [m["rep"] for m in bb.round_metrics([(1, two)], reps=5)] == [6]  # type: ignore[list-item]
     assert bb.worst_status([one, two]) == "fail"  # type: ignore[list-item]
 
 
@@ -546,6 +548,12 @@ def test_mode_ratios_of_the_real_run(real: bb.Aggregate) -> None:
 
 # --- the whole real run ----------------------------------------------------------------------
 
+# what the rules line says since the recorded runs
+RULES_SINCE = ("; a boot during which the rest of the host kept more than 0.1 of a core busy "
+               "(/proc/stat less this run's own processes) is dropped with all its reps, unless "
+               "every boot of its variant would be")
+
+
 def squash(line: str) -> str:
     return " ".join(line.split())
 
@@ -553,14 +561,15 @@ def squash(line: str) -> str:
 def test_aggregate_reproduces_the_recorded_table(real: bb.Aggregate) -> None:
     """bench.txt as the run printed it, save what changed since: the point where every base
     and control rep would be dropped is now kept unfiltered (all*) instead of shown empty,
-    the column headers say what all* means, and the projection names its anchor."""
+    the column headers say what all* means, the projection names its anchor, and the rules
+    name the drop of boots the rest of the host disturbed."""
     text = bb.format_table(real)
     now = {squash(line) for line in text.splitlines()}
     recorded = (UM / "bench.txt").read_text().splitlines()
     changed = [line for line in recorded if "readers=1 updaters=1 cgroups=1" in line
                and "no data" in line or "(median over kept reps" in line
-               or line.startswith("projected, not measured: Amdahl")]
-    assert len(changed) == 2 + 8 + 1
+               or line.startswith("projected, not measured: Amdahl") or line.startswith("rules:")]
+    assert len(changed) == 2 + 8 + 1 + 1
     missing = [line for line in recorded if line not in changed and squash(line) not in now]
     assert missing == []
     c = comparison(real, "rstat_read", "reads_per_s", readers=1, updaters=0, cgroups=1)
@@ -608,7 +617,8 @@ def test_the_1cpu_run_tabled_again() -> None:
     recorded = (UM / "1cpu.bench.txt").read_text()
     assert bb.format_table(agg) == recorded.replace(
         "dropped base/series/control)", "dropped base/series/control, all*: none would be left, all kept)"
-    ).replace("spent holding the lock\n", f"spent holding the lock; for scale, {bb.ANCHOR}\n")
+    ).replace("spent holding the lock\n", f"spent holding the lock; for scale, {bb.ANCHOR}\n"
+    ).replace("with at least 6 pairs each\n", f"with at least 6 pairs each{RULES_SINCE}\n")
     again = json.loads(json.dumps(bb.to_json(agg)))
     assert again["comparisons"] == data["comparisons"]
     assert again["projections"]["rstat_amdahl"] == data["projections"]["rstat_amdahl"]
@@ -691,7 +701,8 @@ def test_json_shape(real: bb.Aggregate) -> None:
     assert set(data) == {"machine", "statuses", "benchmarks", "vcpus_reported", "rules", "records",
                          "comparisons", "rstat_locks", "projections", "scaling", "migrate_modes",
                          "notes"}
-    assert data["machine"] == json.loads((UM / "machine.json").read_text())  # as saved
+    # as saved, with what the run did not record yet: no boot disturbed
+    assert data["machine"] == {**json.loads((UM / "machine.json").read_text()), "other_cores": {}}
     assert bb.machine_from_json(data["machine"]) == real.machine
     assert bb.machine_from_json([]) is None and bb.machine_from_json({"cpu_model": "x"}) is None
     assert data["statuses"] == dict.fromkeys(bb.VARIANTS, "pass")
@@ -1170,6 +1181,8 @@ def bench_env(env: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> dict[str
     (fake / "bench_synthetic_series.log").symlink_to("series.0.log")
     monkeypatch.setenv("FAKE_DIR", str(fake))
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    # a quiet host, whatever else runs beside the tests (test_disturbed_boots_* covers drops)
+    monkeypatch.setattr(mc.OtherLoad, "cores", lambda self: 0.0)
     drawn: list[str] = []
     monkeypatch.setattr(bb, "write_plots", lambda specs, dest: drawn.extend(specs) or [])
     env["fake"] = fake
@@ -1466,3 +1479,49 @@ def test_base_worktree_of_a_recreated_prepared_tree(env: dict[str, Path]) -> Non
 def test_base_before_not_in_the_tree(env: dict[str, Path]) -> None:  # noqa: F811
     with pytest.raises(DriverError, match=r"^patch 0099-nope.patch is not in kernel/series$"):
         base_tree(env, before="0099-nope.patch")
+
+
+# --- what else ran on the host during a boot -------------------------------------------------
+
+HOST = Path(__file__).parent / "data" / "host"
+
+
+def test_cpu_busy_seconds_reads_recorded_proc_stat() -> None:
+    """Two /proc/stat samples of this 2-core Intel host, 2 s apart, 2026-11-26: busy is
+    user + nice + system + irq + softirq + steal, idle and iowait left out."""
+    one = (HOST / "proc-stat-1.txt").read_text()
+    two = (HOST / "proc-stat-2.txt").read_text()
+    a, b = mc.cpu_busy_seconds(one, 100), mc.cpu_busy_seconds(two, 100)
+    assert a is not None and b is not None
+    fields = [int(x) for x in one.split()[1:9]]
+    assert a == pytest.approx((sum(fields) - fields[3] - fields[4]) / 100)
+    assert 0 <= b - a <= 2 * 2.5   # 2 cores for about 2 s
+    assert mc.cpu_busy_seconds("intr 1 2 3\n", 100) is None
+    assert mc.cpu_busy_seconds("cpu 1 2 x 4 5 6 7 8\n", 100) is None
+    assert mc.cpu_busy_seconds(one, 0) is None
+
+
+def test_other_cores_is_host_busy_less_our_own() -> None:
+    assert mc.other_cores(busy=250.0, own=240.0, wall=100.0) == pytest.approx(0.1)
+    assert mc.other_cores(busy=10.0, own=12.0, wall=5.0) == 0.0   # tick rounding
+    assert mc.other_cores(busy=1.0, own=0.0, wall=0.0) is None
+
+
+def test_other_load_probe_sees_nothing_much_when_idle() -> None:
+    probe = mc.OtherLoad.start()
+    got = probe.cores()
+    assert got is None or got >= 0.0
+
+
+def test_disturbed_boots_are_dropped_unless_all_were() -> None:
+    m = bb.Machine("cpu", 2, 2, "uml", other_cores={"base": [0.02, 0.4, None],
+                                                    "control": [0.5, 0.3, 0.2],
+                                                    "series": [0.0, 0.1, 0.05]})
+    boots = {v: [object(), object(), object()] for v in ("base", "control", "series")}
+    notes: list[str] = []
+    drop = bb.disturbed_boots(m, boots, notes)  # type: ignore[arg-type]
+    assert drop == {"base": {1}, "control": set(), "series": set()}
+    assert notes[0] == ("base boot of round 2: the rest of the host kept 0.40 of a core "
+                        "busy; dropped with its reps")
+    assert notes[1].endswith("kept, as every boot of it was disturbed")
+    assert len(notes) == 4
