@@ -18,6 +18,7 @@ cycle, no private name used outside its module):
                 signature (failure signatures), summary (the one screen and the replay
                 commands), export (the files: summary.json, results.ktap/.xml/.json)
     inputs      profile, params (the suite's parameters and its seed), titles
-                (report_titles.h), checklist (checks.json)
+                (report_titles.h), checklist (checks.json), fixes (fixed-by.json: the
+                patch of the series that fixes what a case catches)
     helpers     common (errors, paths, Context, text), machine, procs, progress, stats, plot
 """

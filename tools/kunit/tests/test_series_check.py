@@ -18,11 +18,12 @@ import pytest
 from cgkunit import cli, commits, pipeline
 from cgkunit import console as cr
 from cgkunit import export
+from cgkunit import fixes as fx
 from cgkunit import report as rp
 from cgkunit import series_check as sc
 from cgkunit.common import Context, DriverError
 from cgkunit.params import draw_seeds
-from cgkunit.tree import MAKEFILE_LINE, PreparedTree, prepare_tree
+from cgkunit.tree import MAKEFILE_LINE, PreparedTree, prepare_tree, series_names
 from conftest import DATA, KUNIT_DIR
 from test_tree import UCOUNT, edit_line, git, make_kernel, make_patch, write_files
 
@@ -51,6 +52,7 @@ PATCHES: dict[str, tuple[dict[str, str], dict[str, str] | None]] = {
     "break": ({"kernel/cgroup/cgroup.c": "BROKEN\n" + CGROUP_C}, None),
     "fix": ({"kernel/cgroup/cgroup.c": CGROUP_C}, {"kernel/cgroup/cgroup.c": "BROKEN\n" + CGROUP_C}),
     "leak": ({"kernel/ucount.c": edit_line(UCOUNT, 240, "LEAK")}, None),
+    "leak-fixed": ({"kernel/ucount.c": UCOUNT}, {"kernel/ucount.c": edit_line(UCOUNT, 240, "LEAK")}),
     "note": ({"Makefile": "all:\n\t@true\n"}, None),
 }
 
@@ -312,6 +314,65 @@ def test_a_failed_test_at_one_commit(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert cases[1].find("failure") is None
 
 
+def leak_cases() -> list[str]:
+    """suite.case of every case the recorded leak fails."""
+    report = cr.build_report(DATA / LEAK_LOG, "completed")
+    return list(dict.fromkeys(".".join(t.id.split(".")[:2]) for t in report.failed_tests()
+                              if not t.children))
+
+
+def test_a_case_fails_before_the_patch_that_fixes_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fakes: Fakes,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """tools/kunit/fixed-by.json names the patch that fixes what each case catches: before it
+    the case's failure is expected (the commit passes and says so), from it on it counts."""
+    env = series(tmp_path, monkeypatch, ["hooks", "leak", "leak-fixed"])
+    cases = leak_cases()
+    assert len(cases) >= 3
+    write_files(env["repo"], {"tools/kunit/fixed-by.json":
+                              json.dumps(dict.fromkeys(cases, "0003-leak-fixed.patch"))})
+    assert check(env) == 0
+    out, err = capsys.readouterr()
+    leak = data_of(env)["commits"][2]
+    assert leak["status"] == "pass" and leak["ok"] and leak["failed_tests"] == []
+    assert leak["failed_before_fix"] == dict.fromkeys(cases, "0003-leak-fixed")
+    assert leak["counts"]["failed"] == 12 and leak["signatures"] == []
+    assert f"0002-leak: PASS 6 passed, 12 failed ({cases[0]} failed before 0003-leak-fixed, " \
+           "which fixes it)" in err
+    # one case the file does not name: the commit fails on it alone
+    write_files(env["repo"], {"tools/kunit/fixed-by.json":
+                              json.dumps(dict.fromkeys(cases[1:], "0003-leak-fixed.patch"))})
+    assert check(env) == 1
+    leak = data_of(env)["commits"][2]
+    assert leak["status"] == "fail" and leak["failed_tests"] == [cases[0]]
+    assert all(k.startswith(f"fail:{cases[0]}:") for k in leak["signatures"])
+    # the fixing patch is the last word: from it on, the case must pass
+    assert fx.pending_fixes({"a.b": "0003-leak-fixed.patch"}, env["names"],
+                            "0003-leak-fixed.patch") == {}
+    assert fx.pending_fixes({"a.b": "0003-leak-fixed.patch"}, env["names"], "base") == \
+        {"a.b": "0003-leak-fixed.patch"}
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[1]", "want an object"),
+    ("{", "not readable as JSON"),
+    ('{"cgroup_rstat": "0001-hooks.patch"}', "'cgroup_rstat' is not a case name"),
+    ('{"a.b": "0009-nope.patch"}', "a.b: '0009-nope.patch' is not a patch of kernel/series"),
+    ('{"a.b": 3}', "a.b: 3 is not a patch of kernel/series"),
+])
+def test_fixed_by_bad_input(tmp_path: Path, text: str, message: str) -> None:
+    write_files(tmp_path, {"tools/kunit/fixed-by.json": text})
+    with pytest.raises(DriverError) as e:
+        fx.load_fixed_by(tmp_path, ["0001-hooks.patch"])
+    assert message in e.value.reason and "\n" not in e.value.reason
+    assert fx.load_fixed_by(tmp_path / "none", []) == {}
+
+
+def test_the_projects_fixed_by_names_patches_of_its_series() -> None:
+    got = fx.load_fixed_by(REPO, series_names(REPO))
+    assert got["cgroup_rstat.rstat_removed_unqueued"].startswith("0022-cgroup-rstat-flush-a-removed")
+
+
 def test_from_starts_at_a_patch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                 fakes: Fakes, capsys: pytest.CaptureFixture[str]) -> None:
     env = series(tmp_path, monkeypatch, ["hooks", "note", "more-hooks"])
@@ -384,7 +445,8 @@ def test_help_says_how_long_a_commit_takes() -> None:
     assert proc.returncode == 0
     text = " ".join(proc.stdout.split())
     assert "--from PATCH" in text and "about 1-2 min" in text and "about 4-5 min" in text
-    assert "cgroup_kunit.duration_ms=200" in text and "not measured yet" in text
+    assert "cgroup_kunit.duration_ms=200" in text and "30 commits from base took 45 min" in text
+    assert "fixed-by.json" in text
     assert "1 a commit did not" in text
 
 
