@@ -1903,6 +1903,14 @@ struct uc_race_worker {
  */
 #define UC_RACE_YIELD_EVERY	4
 
+/*
+ * A race ends when every charger was refused: a few hundred charges and
+ * their sleeps. Its time bound only stops a kernel that never refuses, so
+ * it does not shrink with duration_ms, or a short or slow run would stop
+ * the chargers before the limit (seen at duration_ms=200 under lockdep).
+ */
+#define UC_RACE_BOUND_MS	10000U
+
 /* The lowering worker: lower a limit while the others charge. */
 static void uc_race_lower(struct uc_race *r)
 {
@@ -1998,6 +2006,7 @@ static struct cgk_gang *uc_race_create(struct kunit *test, struct uc_race *r,
 		nr++;
 	gang = cgk_gang_create(test, nr, &uc_race_ops, r);
 	KUNIT_ASSERT_NOT_NULL(test, gang);
+	gang->duration_ms = max(gang->duration_ms, UC_RACE_BOUND_MS);
 	for (i = 0; i < nr; i++) {
 		gang->workers[i].priv = kunit_kzalloc(test, sizeof(struct uc_race_worker),
 						      GFP_KERNEL);
