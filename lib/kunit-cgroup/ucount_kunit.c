@@ -47,6 +47,15 @@
  *    charges from its sibling C1 get all the rest of the limit, with
  *    get_rlimit_value() exact at every step; and a sibling with a lower
  *    limit is refused once the level's count passes that limit;
+ *  - rlimit_override_parent_full (test thread only): with B0's level full,
+ *    charges from C0 that override the limits (as signal delivery makes
+ *    them for a signal the kernel sends) are all admitted, past B0's, A's
+ *    and init's limits, get_rlimit_value() exact at every level after
+ *    each; charges that do not override stay refused;
+ *  - rlimit_forced_signal_own_limit (test thread only): with the recipient
+ *    at its own RLIMIT_SIGPENDING, a real-time signal's charge is refused
+ *    and forced signals' are admitted (also with a limit of 0), with the
+ *    override and limit arguments signal delivery passes;
  *  - rlimit_teardown_percpu_held: charges made on one CPU and uncharged on
  *    another leave reservations on CPUs (checked): every level is back at
  *    its start, and everything is freed, the escrows too;
@@ -91,6 +100,7 @@
 #include <linux/module.h>
 #include <linux/mount.h>
 #include <linux/rcuref.h>
+#include <linux/sched/signal.h>
 #include <linux/user_namespace.h>
 
 #include "harness.h"
@@ -1170,6 +1180,225 @@ static void rlimit_reclaim_near_limit(struct kunit *test)
 	KUNIT_EXPECT_EQ_MSG(test, uc_pending(b1), (long)UC_RECLAIM_LIMIT,
 			    "%s reports %ld pending once C3 was refused, want C3's limit %d",
 			    b1->name, uc_pending(b1), UC_RECLAIM_LIMIT);
+
+	kunit_release_action(test, uc_ledger_release, l);
+	uc_check_counters(c);
+	uc_check_released(c);
+}
+
+/* ---- overriding charges ------------------------------------------------- */
+
+/*
+ * What signal delivery charges a pending signal with: __send_signal_locked()
+ * lets a signal below SIGRTMIN that the kernel sends (SEND_SIG_NOINFO,
+ * SEND_SIG_PRIV, or si_code >= 0, as force_sig() sends with SI_KERNEL)
+ * override RLIMIT_SIGPENDING, and sig_get_ucounts() passes the recipient's
+ * RLIMIT_SIGPENDING as the limit at its own level.
+ */
+static bool uc_signal_overrides(int sig, const struct kernel_siginfo *info)
+{
+	if (sig >= SIGRTMIN)
+		return false;
+	return info <= SEND_SIG_PRIV || info->si_code >= 0;
+}
+
+/*
+ * Charge from target @t as signal delivery does (@override, @limit at the
+ * charged level); on success count it in @l and, in @want, at every level
+ * of its chain.
+ */
+static bool uc_ovr_charge(struct uc_ledger *l, unsigned int t, bool override,
+			  long limit, long *want)
+{
+	struct uc_target *tg = &l->c->target[t];
+	int i;
+
+	if (!cgk_sigpending_charge(uc_leaf(l->c, t), override, limit))
+		return false;
+	l->charged[t]++;
+	for (i = 0; i < tg->chain_len; i++)
+		want[tg->chain[i]]++;
+	return true;
+}
+
+/*
+ * Every node reports exactly the charges @want says went through it;
+ * fails once per call, naming the first node off. Return: true if exact.
+ */
+static bool uc_expect_pending_all(struct uc_case *c, const long *want,
+				  const char *when)
+{
+	int i;
+
+	for (i = 0; i < UC_NR_NODES; i++) {
+		long now = uc_pending(&c->node[i]);
+
+		if (now != want[i]) {
+			KUNIT_FAIL(c->test, "%s: %s reports %ld pending, %ld charged through it",
+				   when, c->node[i].name, now, want[i]);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* Limits that bind at three levels, so that overriding charges pass all three. */
+#define UC_OVR_LIMIT_B		8	/* C0's and C1's: at B0's owner */
+#define UC_OVR_LIMIT_A		10	/* B0's: at A's owner */
+#define UC_OVR_LIMIT_INIT	12	/* A's: at init's owner */
+/* More than two escrow refills (ESCROW_BATCH is 16), well past every limit. */
+#define UC_OVR_CHARGES		40
+
+/*
+ * rlimit_override_parent_full (test thread only): C1 fills B0's level to
+ * its limit; then a charge from C0 without override is refused, and
+ * UC_OVR_CHARGES overriding charges from C0 (as signal delivery makes them
+ * for a signal the kernel sends) are all admitted though they take B0's, A's
+ * and init's levels past their limits: the parent's limit does not refuse an
+ * overriding charge. get_rlimit_value() is exact at every level after each
+ * charge; charges without override stay refused (from C0 and C1 at B0's
+ * level, from C2 under B1, whose own limits are huge, at init's); everything
+ * is back at its start once they are given back.
+ */
+static void rlimit_override_parent_full(struct kunit *test)
+{
+	const unsigned int c0 = UC_TARGET(UC_NS_C(0), 1), c1 = UC_TARGET(UC_NS_C(1), 1);
+	const unsigned int c2 = UC_TARGET(UC_NS_C(2), 1);
+	struct kernel_siginfo info = { .si_signo = SIGSEGV, .si_code = SI_KERNEL };
+	long lim[UC_NR_NS], *want, k;
+	bool override, exact = true;
+	struct uc_ledger *l;
+	struct uc_case *c;
+	int i;
+
+	override = uc_signal_overrides(SIGSEGV, &info);
+	KUNIT_ASSERT_TRUE_MSG(test, override, "a SIGSEGV with SI_KERNEL does not override");
+
+	for (i = 0; i < UC_NR_NS; i++)
+		lim[i] = UC_HUGE_RLIMIT;
+	lim[UC_NS_C(0)] = UC_OVR_LIMIT_B;
+	lim[UC_NS_C(1)] = UC_OVR_LIMIT_B;
+	lim[UC_NS_B(0)] = UC_OVR_LIMIT_A;
+	lim[UC_NS_A] = UC_OVR_LIMIT_INIT;
+	c = uc_setup(test, BIT(UC_OP_RL_GET), lim);
+	want = kunit_kcalloc(test, UC_NR_NODES, sizeof(*want), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, want);
+	l = kunit_kzalloc(test, sizeof(*l), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, l);
+	l->c = c;
+	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, uc_ledger_release, l));
+
+	/* C1 fills B0's level. */
+	k = 0;
+	while (k < 2 * UC_OVR_LIMIT_B && uc_ovr_charge(l, c1, false, LONG_MAX, want))
+		k++;
+	KUNIT_EXPECT_EQ_MSG(test, k, (long)UC_OVR_LIMIT_B,
+			    "C1: %ld charges without override admitted, want B0's limit %d",
+			    k, UC_OVR_LIMIT_B);
+	uc_expect_pending_all(c, want, "B0 full");
+	KUNIT_EXPECT_FALSE_MSG(test, uc_ovr_charge(l, c0, false, LONG_MAX, want),
+			       "C0: a charge without override admitted with B0's level full");
+
+	/* Overriding charges from C0: no level refuses them. */
+	for (k = 0; k < UC_OVR_CHARGES; k++) {
+		if (!uc_ovr_charge(l, c0, override, LONG_MAX, want)) {
+			KUNIT_FAIL(test,
+				   "C0: overriding charge %ld refused (%s at %ld pending, limit %d): a parent's limit refused it",
+				   k + 1, c->node[UC_NODE_B(0)].name,
+				   uc_pending(&c->node[UC_NODE_B(0)]), UC_OVR_LIMIT_B);
+			break;
+		}
+		if (exact)
+			exact = uc_expect_pending_all(c, want, "after an overriding charge");
+	}
+	KUNIT_EXPECT_EQ_MSG(test, l->charged[c0], (long)UC_OVR_CHARGES,
+			    "C0: %ld of %d overriding charges admitted",
+			    l->charged[c0], UC_OVR_CHARGES);
+
+	/* The limits still hold for charges that do not override. */
+	KUNIT_EXPECT_FALSE_MSG(test, uc_ovr_charge(l, c0, false, LONG_MAX, want),
+			       "C0: a charge without override admitted past B0's limit");
+	KUNIT_EXPECT_FALSE_MSG(test, uc_ovr_charge(l, c1, false, LONG_MAX, want),
+			       "C1: a charge without override admitted past B0's limit");
+	KUNIT_EXPECT_FALSE_MSG(test, uc_ovr_charge(l, c2, false, LONG_MAX, want),
+			       "C2: a charge without override admitted with init's level past A's limit %d",
+			       UC_OVR_LIMIT_INIT);
+	uc_expect_pending_all(c, want, "after the refused charges");
+
+	kunit_release_action(test, uc_ledger_release, l);
+	uc_check_counters(c);
+	uc_check_released(c);
+}
+
+/* The recipient's RLIMIT_SIGPENDING in rlimit_forced_signal_own_limit. */
+#define UC_FORCED_RLIMIT	4
+#define UC_FORCED_CHARGES	3
+
+/*
+ * rlimit_forced_signal_own_limit (test thread only): the charge of a forced
+ * signal, with the arguments signal delivery passes (override as
+ * __send_signal_locked() decides it, the recipient's RLIMIT_SIGPENDING as
+ * the limit): with the recipient at its own limit, a real-time signal
+ * (SI_QUEUE) is refused and forced signals (SIGSEGV, SI_KERNEL; SIGKILL,
+ * SEND_SIG_PRIV) are admitted, also with a limit of 0; the counts are exact
+ * at every level and back at their start afterwards.
+ */
+static void rlimit_forced_signal_own_limit(struct kunit *test)
+{
+	const unsigned int t = UC_TARGET(UC_NS_C(2), 1);
+	struct kernel_siginfo segv = { .si_signo = SIGSEGV, .si_code = SI_KERNEL };
+	struct kernel_siginfo rt = { .si_signo = SIGRTMIN + 1, .si_code = SI_QUEUE };
+	long lim[UC_NR_NS], *want, k;
+	struct uc_ledger *l;
+	struct uc_case *c;
+	int i;
+
+	KUNIT_ASSERT_FALSE(test, uc_signal_overrides(rt.si_signo, &rt));
+	KUNIT_ASSERT_TRUE(test, uc_signal_overrides(SIGKILL, SEND_SIG_PRIV));
+
+	for (i = 0; i < UC_NR_NS; i++)
+		lim[i] = UC_HUGE_RLIMIT;
+	c = uc_setup(test, BIT(UC_OP_RL_GET), lim);
+	want = kunit_kcalloc(test, UC_NR_NODES, sizeof(*want), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, want);
+	l = kunit_kzalloc(test, sizeof(*l), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, l);
+	l->c = c;
+	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, uc_ledger_release, l));
+
+	/* Real-time signals up to the recipient's limit. */
+	k = 0;
+	while (k < 2 * UC_FORCED_RLIMIT &&
+	       uc_ovr_charge(l, t, uc_signal_overrides(rt.si_signo, &rt), UC_FORCED_RLIMIT,
+			     want))
+		k++;
+	KUNIT_EXPECT_EQ_MSG(test, k, (long)UC_FORCED_RLIMIT,
+			    "%s: %ld real-time signals charged, want its RLIMIT_SIGPENDING %d",
+			    uc_leaf_name(c, t), k, UC_FORCED_RLIMIT);
+
+	/* Forced signals at the limit, and with a limit of 0. */
+	for (k = 0; k < UC_FORCED_CHARGES; k++)
+		KUNIT_EXPECT_TRUE_MSG(test,
+				      uc_ovr_charge(l, t, uc_signal_overrides(SIGSEGV, &segv),
+						    UC_FORCED_RLIMIT, want),
+				      "%s: forced SIGSEGV %ld refused at its RLIMIT_SIGPENDING %d",
+				      uc_leaf_name(c, t), k + 1, UC_FORCED_RLIMIT);
+	KUNIT_EXPECT_TRUE_MSG(test,
+			      uc_ovr_charge(l, t, uc_signal_overrides(SIGKILL, SEND_SIG_PRIV),
+					    0, want),
+			      "%s: SIGKILL (SEND_SIG_PRIV) refused with RLIMIT_SIGPENDING 0",
+			      uc_leaf_name(c, t));
+	uc_expect_pending_all(c, want, "after the forced signals");
+	KUNIT_EXPECT_EQ_MSG(test, uc_pending(&c->node[c->target[t].chain[0]]),
+			    UC_FORCED_RLIMIT + UC_FORCED_CHARGES + 1L,
+			    "%s: pending signals not exact", uc_leaf_name(c, t));
+
+	/* Real-time signals are still refused: the count is past the limit. */
+	KUNIT_EXPECT_FALSE_MSG(test,
+			       uc_ovr_charge(l, t, uc_signal_overrides(rt.si_signo, &rt),
+					     UC_FORCED_RLIMIT, want),
+			       "%s: a real-time signal charged past its RLIMIT_SIGPENDING",
+			       uc_leaf_name(c, t));
 
 	kunit_release_action(test, uc_ledger_release, l);
 	uc_check_counters(c);
@@ -2579,6 +2808,8 @@ static struct kunit_case cgroup_ucount_cases[] = {
 	KUNIT_CASE_PARAM(ucount_all_paths, cgk_threads_gen),
 	KUNIT_CASE_PARAM(rlimit_exact_limit, uc_exact_gen_params),
 	KUNIT_CASE(rlimit_reclaim_near_limit),
+	KUNIT_CASE(rlimit_override_parent_full),
+	KUNIT_CASE(rlimit_forced_signal_own_limit),
 	KUNIT_CASE(rlimit_teardown_percpu_held),
 	KUNIT_CASE_PARAM(rlimit_reported_exact, cgk_threads_gen),
 #ifdef CGK_UCOUNT_ESCROW
