@@ -56,6 +56,10 @@
  *    at its own RLIMIT_SIGPENDING, a real-time signal's charge is refused
  *    and forced signals' are admitted (also with a limit of 0), with the
  *    override and limit arguments signal delivery passes;
+ *  - ucounts_last_put_cred_rcu (test thread only): the last reference of
+ *    a ucounts dropped by put_cred_rcu(), an RCU callback, as when a
+ *    user's last cred goes: ucounts_lock taken in softirq, as the kernel
+ *    takes it there (the reach report, reach_kunit.c, shows lockdep saw it);
  *  - rlimit_teardown_percpu_held: charges made on one CPU and uncharged on
  *    another leave reservations on CPUs (checked): every level is back at
  *    its start, and everything is freed, the escrows too;
@@ -1403,6 +1407,61 @@ static void rlimit_forced_signal_own_limit(struct kunit *test)
 	kunit_release_action(test, uc_ledger_release, l);
 	uc_check_counters(c);
 	uc_check_released(c);
+}
+
+/* ---- ucounts_last_put_cred_rcu ------------------------------------------ */
+
+/* A uid of the suite's own, in the initial namespace, for one cred at a time. */
+#define UC_UID_CRED		(UC_UID_OWNER + 900)
+#define UC_CRED_ROUNDS		8
+
+static bool uc_cred_uid_gone(void *arg)
+{
+	return !ucounts_nr_hashed_for_uid(KUIDT_INIT(UC_UID_CRED));
+}
+
+/*
+ * ucounts_last_put_cred_rcu: the last reference of a ucounts dropped where
+ * the kernel drops it once a user's last task and cred are gone:
+ * put_cred_rcu(), an RCU callback (softirq), puts the cred's ucounts. Each
+ * round gives a fresh ucounts of (init_user_ns, UC_UID_CRED) to a cred that
+ * runs as that uid, as set_cred_ucounts() would, and that nothing else
+ * holds, puts the cred and waits until the ucounts is gone from the hash
+ * table. lockdep then has ucounts_lock as taken in softirq (cgroup_reach
+ * shows it); checked: nothing of the uid is left.
+ */
+static void ucounts_last_put_cred_rcu(struct kunit *test)
+{
+	const kuid_t uid = KUIDT_INIT(UC_UID_CRED);
+	int round;
+
+	KUNIT_ASSERT_TRUE_MSG(test, uc_cred_uid_gone(NULL), "uid %u in use before the case",
+			      UC_UID_CRED);
+	for (round = 0; round < UC_CRED_ROUNDS; round++) {
+		struct ucounts *uc, *old;
+		struct cred *cred;
+
+		cred = prepare_creds();
+		KUNIT_ASSERT_NOT_NULL(test, cred);
+		uc = alloc_ucounts(&init_user_ns, uid);
+		if (!uc) {
+			abort_creds(cred);
+			KUNIT_FAIL_AND_ABORT(test, "alloc_ucounts() failed");
+		}
+		cred->uid = uid;
+		cred->euid = uid;
+		cred->suid = uid;
+		cred->fsuid = uid;
+		old = cred->ucounts;
+		cred->ucounts = uc;
+		put_ucounts(old);
+		/* The cred's only reference: put_cred_rcu() puts uc. */
+		put_cred(cred);
+		if (!cgk_wait_for(uc_cred_uid_gone, NULL, UC_FREE_TIMEOUT_MS))
+			KUNIT_FAIL_AND_ABORT(test,
+					     "round %d: the ucounts of uid %u left %d ms after its cred was put",
+					     round, UC_UID_CRED, UC_FREE_TIMEOUT_MS);
+	}
 }
 
 /* ---- rlimit_teardown_percpu_held ---------------------------------------- */
@@ -2810,6 +2869,7 @@ static struct kunit_case cgroup_ucount_cases[] = {
 	KUNIT_CASE(rlimit_reclaim_near_limit),
 	KUNIT_CASE(rlimit_override_parent_full),
 	KUNIT_CASE(rlimit_forced_signal_own_limit),
+	KUNIT_CASE(ucounts_last_put_cred_rcu),
 	KUNIT_CASE(rlimit_teardown_percpu_held),
 	KUNIT_CASE_PARAM(rlimit_reported_exact, cgk_threads_gen),
 #ifdef CGK_UCOUNT_ESCROW
