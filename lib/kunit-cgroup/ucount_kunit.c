@@ -60,6 +60,10 @@
  *    a ucounts dropped by put_cred_rcu(), an RCU callback, as when a
  *    user's last cred goes: ucounts_lock taken in softirq, as the kernel
  *    takes it there (the reach report, reach_kunit.c, shows lockdep saw it);
+ *  - signals_from_timers (with user victims): signals queued to a user
+ *    victim from an hrtimer (hardirq, as it_real_fn() sends SIGALRM) and a
+ *    timer_list (softirq): its siglock taken in both, as the kernel takes
+ *    it there; the charges all given back once it exits;
  *  - rlimit_teardown_percpu_held: charges made on one CPU and uncharged on
  *    another leave reservations on CPUs (checked): every level is back at
  *    its start, and everything is freed, the escrows too;
@@ -105,6 +109,7 @@
 #include <linux/mount.h>
 #include <linux/rcuref.h>
 #include <linux/sched/signal.h>
+#include <linux/timer.h>
 #include <linux/user_namespace.h>
 
 #include "harness.h"
@@ -1463,6 +1468,163 @@ static void ucounts_last_put_cred_rcu(struct kunit *test)
 					     round, UC_UID_CRED, UC_FREE_TIMEOUT_MS);
 	}
 }
+
+#ifdef CGK_USER_VICTIMS
+/* ---- signals_from_timers ------------------------------------------------ */
+
+#define UC_UID_SIGNALS		(UC_UID_OWNER + 901)
+#define UC_SIG_RUN_MS		300
+#define UC_SIG_HARD_PERIOD_NS	(500 * NSEC_PER_USEC)
+#define UC_SIG_SETTLE_MS	5000
+
+/**
+ * struct uc_sig - signals_from_timers: a victim and the timers that signal it
+ * @herd: one user victim, running as UC_UID_SIGNALS, CGK_VICTIM_SIGNAL
+ *	  blocked half of the time
+ * @task: the victim, referenced by @herd until cgk_herd_stop()
+ * @uc: a reference on the victim's ucounts, to read its charge
+ * @hard: the hrtimer, in hardirq, as it_real_fn() runs
+ * @soft: the timer_list, in softirq
+ * @stop: set first when stopping; neither timer re-arms after it
+ * @armed: the timers were started
+ * @hard_sent: signals sent from the hrtimer; written by it only
+ * @soft_sent: signals sent from the timer_list; written by it only
+ * @send_error: the first error send_sig() returned, 0 if none
+ */
+struct uc_sig {
+	struct cgk_herd *herd;
+	struct task_struct *task;
+	struct ucounts *uc;
+	struct hrtimer hard;
+	struct timer_list soft;
+	bool stop;
+	bool armed;
+	unsigned long hard_sent;
+	unsigned long soft_sent;
+	int send_error;
+};
+
+/* As it_real_fn() sends SIGALRM: a kernel signal, SEND_SIG_PRIV. */
+static bool uc_sig_send(struct uc_sig *s)
+{
+	int err = send_sig(CGK_VICTIM_SIGNAL, s->task, 1);
+
+	if (err && !READ_ONCE(s->send_error))
+		WRITE_ONCE(s->send_error, err);
+	return !err;
+}
+
+static enum hrtimer_restart uc_sig_hard_fn(struct hrtimer *timer)
+{
+	struct uc_sig *s = container_of(timer, struct uc_sig, hard);
+
+	if (READ_ONCE(s->stop))
+		return HRTIMER_NORESTART;
+	if (uc_sig_send(s))
+		s->hard_sent++;
+	hrtimer_forward_now(timer, ns_to_ktime(UC_SIG_HARD_PERIOD_NS));
+	return HRTIMER_RESTART;
+}
+
+static void uc_sig_soft_fn(struct timer_list *timer)
+{
+	struct uc_sig *s = timer_container_of(s, timer, soft);
+
+	if (READ_ONCE(s->stop))
+		return;
+	if (uc_sig_send(s))
+		s->soft_sent++;
+	mod_timer(&s->soft, jiffies + 1);
+}
+
+static void uc_sig_stop_timers(struct uc_sig *s)
+{
+	WRITE_ONCE(s->stop, true);
+	if (!s->armed)
+		return;
+	hrtimer_cancel(&s->hard);
+	timer_shutdown_sync(&s->soft);
+	s->armed = false;
+}
+
+static void uc_sig_release(void *arg)
+{
+	struct uc_sig *s = arg;
+
+	uc_sig_stop_timers(s);
+	cgk_herd_stop(s->herd, UC_SIG_SETTLE_MS);
+	if (s->uc)
+		put_ucounts(s->uc);
+}
+
+static bool uc_sig_uncharged(void *arg)
+{
+	struct uc_sig *s = arg;
+
+	return !get_rlimit_value(s->uc, UCOUNT_RLIMIT_SIGPENDING);
+}
+
+static bool uc_sig_uid_gone(void *arg)
+{
+	return !ucounts_nr_hashed_for_uid(KUIDT_INIT(UC_UID_SIGNALS));
+}
+
+/*
+ * signals_from_timers: pending signals queued, and charged, from the
+ * contexts the kernel sends them in besides process context: an hrtimer in
+ * hardirq (as it_real_fn() sends SIGALRM) and a timer_list in softirq, both
+ * with SEND_SIG_PRIV, to a user victim that blocks the signal half of the
+ * time and drops what is pending when it unblocks it. lockdep then has the
+ * victim's siglock taken in hardirq and in softirq (cgroup_reach shows it).
+ * Checked: every send succeeded, both timers sent, and once the victim
+ * exited, nothing is charged to its user and its ucounts are freed.
+ */
+static void signals_from_timers(struct kunit *test)
+{
+	const kuid_t uid = KUIDT_INIT(UC_UID_SIGNALS);
+	struct uc_sig *s;
+
+	KUNIT_ASSERT_TRUE_MSG(test, uc_sig_uid_gone(NULL), "uid %u in use before the case",
+			      UC_UID_SIGNALS);
+	s = kunit_kzalloc(test, sizeof(*s), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, s);
+	s->herd = cgk_herd_alloc(test, 1, CGK_VICTIM_USER | CGK_VICTIM_SIGNALS);
+	KUNIT_ASSERT_NOT_NULL(test, s->herd);
+	s->herd->uid = uid;
+	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, uc_sig_release, s));
+	s->uc = alloc_ucounts(&init_user_ns, uid);
+	KUNIT_ASSERT_NOT_NULL(test, s->uc);
+	s->task = cgk_herd_start(s->herd, 0, "cgk-uc-sig");
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, s->task);
+
+	hrtimer_setup(&s->hard, uc_sig_hard_fn, CLOCK_MONOTONIC, HRTIMER_MODE_REL_HARD);
+	timer_setup(&s->soft, uc_sig_soft_fn, 0);
+	s->armed = true;
+	hrtimer_start(&s->hard, ns_to_ktime(UC_SIG_HARD_PERIOD_NS), HRTIMER_MODE_REL_HARD);
+	mod_timer(&s->soft, jiffies + 1);
+	msleep(UC_SIG_RUN_MS);
+	uc_sig_stop_timers(s);
+
+	kunit_info(test, "%lu signals sent from hardirq, %lu from softirq\n",
+		   s->hard_sent, s->soft_sent);
+	KUNIT_EXPECT_EQ_MSG(test, s->send_error, 0, "send_sig() from a timer failed: %d",
+			    s->send_error);
+	CGK_EXPECT_EXERCISED(test, s->hard_sent, "the hrtimer sent no signal");
+	CGK_EXPECT_EXERCISED(test, s->soft_sent, "the timer_list sent no signal");
+
+	KUNIT_EXPECT_TRUE_MSG(test, cgk_herd_stop(s->herd, UC_SIG_SETTLE_MS),
+			      "the victim did not exit within %d ms", UC_SIG_SETTLE_MS);
+	if (!cgk_wait_for(uc_sig_uncharged, s, UC_SIG_SETTLE_MS))
+		KUNIT_FAIL(test,
+			   "%ld pending signals still charged to uid %u %d ms after its victim exited",
+			   get_rlimit_value(s->uc, UCOUNT_RLIMIT_SIGPENDING), UC_UID_SIGNALS,
+			   UC_SIG_SETTLE_MS);
+	kunit_release_action(test, uc_sig_release, s);
+	if (!cgk_wait_for(uc_sig_uid_gone, NULL, UC_FREE_TIMEOUT_MS))
+		KUNIT_FAIL(test, "ucounts of uid %u left %d ms after its victim exited",
+			   UC_UID_SIGNALS, UC_FREE_TIMEOUT_MS);
+}
+#endif /* CGK_USER_VICTIMS */
 
 /* ---- rlimit_teardown_percpu_held ---------------------------------------- */
 
@@ -2870,6 +3032,9 @@ static struct kunit_case cgroup_ucount_cases[] = {
 	KUNIT_CASE(rlimit_override_parent_full),
 	KUNIT_CASE(rlimit_forced_signal_own_limit),
 	KUNIT_CASE(ucounts_last_put_cred_rcu),
+#ifdef CGK_USER_VICTIMS
+	KUNIT_CASE(signals_from_timers),
+#endif
 	KUNIT_CASE(rlimit_teardown_percpu_held),
 	KUNIT_CASE_PARAM(rlimit_reported_exact, cgk_threads_gen),
 #ifdef CGK_UCOUNT_ESCROW
