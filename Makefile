@@ -18,6 +18,8 @@
 # unloads, MODULE_ARGS="seed=N threads=N" (insmod parameters; dynmods=1 also runs
 # cgroup_migrate_dynmods, after which cgroup_migrate skips itself in later cycles), FILTER=,
 # KDIR=<a built x86_64 kernel with the series>: build the module against it, boot it.
+# make reach: PROFILE=um-lockdep (default) or x86_64-lockdep, KERNEL_ARGS=: the whole suite,
+# then the reach table (cgkunit.py reach --last reads the last make run's console instead).
 # make stress: PROFILE=um-lockdep (default) RUNS=N (default 10) boots of one build,
 # SEED=N (the same seed every boot; default a new one each), UNTIL_FAIL=1 (or yes/true;
 # 0/no/false: off).
@@ -50,7 +52,7 @@ MAKEOVERRIDES :=
 # what they run
 export CGKUNIT_MAKE_GOALS := $(value MAKECMDGOALS)
 
-.PHONY: run test kcsan kasan lockdep-x86 check module module-run bench coverage stress bisect bisect-selftest series-check mbox pytest deps clean help
+.PHONY: run test kcsan kasan lockdep-x86 check module module-run bench coverage reach stress bisect bisect-selftest series-check mbox pytest deps clean help
 
 help:
 	@echo "make run      the suite on UML under lockdep (the main job)"
@@ -66,6 +68,9 @@ help:
 	@echo "make bench    benchmarks: base kernel vs base + kernel/series, side by side"
 	@echo "              (PROFILE= REPS=5 DURATION_MS=1000 ROUNDS=3 VCPUS= ONLY=; not part of make test)"
 	@echo "make coverage which kernel lines the suite drives (UML gcov + lcov; not part of make test)"
+	@echo "make reach    the lockdep usage the suite reached for each cgroup and ucount lock class,"
+	@echo "              beside the contexts the kernel takes it in; missing cells are the to-do"
+	@echo "              list (PROFILE=um-lockdep|x86_64-lockdep, KERNEL_ARGS=; not in make test)"
 	@echo "make stress   boot one build RUNS=N times (PROFILE=, FILTER=, SEED=, UNTIL_FAIL=1):"
 	@echo "              how often each failure signature comes, with a 95% interval (not in make test)"
 	@echo "make bisect   the commit that introduced a failure: GOOD=<rev> BAD=<rev> [KERNEL_SRC=]"
@@ -109,6 +114,9 @@ bench: deps
 
 coverage: deps
 	$(CGKUNIT) coverage
+
+reach: deps
+	$(CGKUNIT) reach
 
 stress: deps
 	$(CGKUNIT) stress

@@ -47,6 +47,23 @@
  *    charges from its sibling C1 get all the rest of the limit, with
  *    get_rlimit_value() exact at every step; and a sibling with a lower
  *    limit is refused once the level's count passes that limit;
+ *  - rlimit_override_parent_full (test thread only): with B0's level full,
+ *    charges from C0 that override the limits (as signal delivery makes
+ *    them for a signal the kernel sends) are all admitted, past B0's, A's
+ *    and init's limits, get_rlimit_value() exact at every level after
+ *    each; charges that do not override stay refused;
+ *  - rlimit_forced_signal_own_limit (test thread only): with the recipient
+ *    at its own RLIMIT_SIGPENDING, a real-time signal's charge is refused
+ *    and forced signals' are admitted (also with a limit of 0), with the
+ *    override and limit arguments signal delivery passes;
+ *  - ucounts_last_put_cred_rcu (test thread only): the last reference of
+ *    a ucounts dropped by put_cred_rcu(), an RCU callback, as when a
+ *    user's last cred goes: ucounts_lock taken in softirq, as the kernel
+ *    takes it there (the reach report, reach_kunit.c, shows lockdep saw it);
+ *  - signals_from_timers (with user victims): signals queued to a user
+ *    victim from an hrtimer (hardirq, as it_real_fn() sends SIGALRM) and a
+ *    timer_list (softirq): its siglock taken in both, as the kernel takes
+ *    it there; the charges all given back once it exits;
  *  - rlimit_teardown_percpu_held: charges made on one CPU and uncharged on
  *    another leave reservations on CPUs (checked): every level is back at
  *    its start, and everything is freed, the escrows too;
@@ -91,6 +108,8 @@
 #include <linux/module.h>
 #include <linux/mount.h>
 #include <linux/rcuref.h>
+#include <linux/sched/signal.h>
+#include <linux/timer.h>
 #include <linux/user_namespace.h>
 
 #include "harness.h"
@@ -1175,6 +1194,437 @@ static void rlimit_reclaim_near_limit(struct kunit *test)
 	uc_check_counters(c);
 	uc_check_released(c);
 }
+
+/* ---- overriding charges ------------------------------------------------- */
+
+/*
+ * What signal delivery charges a pending signal with: __send_signal_locked()
+ * lets a signal below SIGRTMIN that the kernel sends (SEND_SIG_NOINFO,
+ * SEND_SIG_PRIV, or si_code >= 0, as force_sig() sends with SI_KERNEL)
+ * override RLIMIT_SIGPENDING, and sig_get_ucounts() passes the recipient's
+ * RLIMIT_SIGPENDING as the limit at its own level.
+ */
+static bool uc_signal_overrides(int sig, const struct kernel_siginfo *info)
+{
+	if (sig >= SIGRTMIN)
+		return false;
+	return info <= SEND_SIG_PRIV || info->si_code >= 0;
+}
+
+/*
+ * Charge from target @t as signal delivery does (@override, @limit at the
+ * charged level); on success count it in @l and, in @want, at every level
+ * of its chain.
+ */
+static bool uc_ovr_charge(struct uc_ledger *l, unsigned int t, bool override,
+			  long limit, long *want)
+{
+	struct uc_target *tg = &l->c->target[t];
+	int i;
+
+	if (!cgk_sigpending_charge(uc_leaf(l->c, t), override, limit))
+		return false;
+	l->charged[t]++;
+	for (i = 0; i < tg->chain_len; i++)
+		want[tg->chain[i]]++;
+	return true;
+}
+
+/*
+ * Every node reports exactly the charges @want says went through it;
+ * fails once per call, naming the first node off. Return: true if exact.
+ */
+static bool uc_expect_pending_all(struct uc_case *c, const long *want,
+				  const char *when)
+{
+	int i;
+
+	for (i = 0; i < UC_NR_NODES; i++) {
+		long now = uc_pending(&c->node[i]);
+
+		if (now != want[i]) {
+			KUNIT_FAIL(c->test, "%s: %s reports %ld pending, %ld charged through it",
+				   when, c->node[i].name, now, want[i]);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* Limits that bind at three levels, so that overriding charges pass all three. */
+#define UC_OVR_LIMIT_B		8	/* C0's and C1's: at B0's owner */
+#define UC_OVR_LIMIT_A		10	/* B0's: at A's owner */
+#define UC_OVR_LIMIT_INIT	12	/* A's: at init's owner */
+/* More than two escrow refills (ESCROW_BATCH is 16), well past every limit. */
+#define UC_OVR_CHARGES		40
+
+/*
+ * rlimit_override_parent_full (test thread only): C1 fills B0's level to
+ * its limit; then a charge from C0 without override is refused, and
+ * UC_OVR_CHARGES overriding charges from C0 (as signal delivery makes them
+ * for a signal the kernel sends) are all admitted though they take B0's, A's
+ * and init's levels past their limits: the parent's limit does not refuse an
+ * overriding charge. get_rlimit_value() is exact at every level after each
+ * charge; charges without override stay refused (from C0 and C1 at B0's
+ * level, from C2 under B1, whose own limits are huge, at init's); everything
+ * is back at its start once they are given back.
+ */
+static void rlimit_override_parent_full(struct kunit *test)
+{
+	const unsigned int c0 = UC_TARGET(UC_NS_C(0), 1), c1 = UC_TARGET(UC_NS_C(1), 1);
+	const unsigned int c2 = UC_TARGET(UC_NS_C(2), 1);
+	struct kernel_siginfo info = { .si_signo = SIGSEGV, .si_code = SI_KERNEL };
+	long lim[UC_NR_NS], *want, k;
+	bool override, exact = true;
+	struct uc_ledger *l;
+	struct uc_case *c;
+	int i;
+
+	override = uc_signal_overrides(SIGSEGV, &info);
+	KUNIT_ASSERT_TRUE_MSG(test, override, "a SIGSEGV with SI_KERNEL does not override");
+
+	for (i = 0; i < UC_NR_NS; i++)
+		lim[i] = UC_HUGE_RLIMIT;
+	lim[UC_NS_C(0)] = UC_OVR_LIMIT_B;
+	lim[UC_NS_C(1)] = UC_OVR_LIMIT_B;
+	lim[UC_NS_B(0)] = UC_OVR_LIMIT_A;
+	lim[UC_NS_A] = UC_OVR_LIMIT_INIT;
+	c = uc_setup(test, BIT(UC_OP_RL_GET), lim);
+	want = kunit_kcalloc(test, UC_NR_NODES, sizeof(*want), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, want);
+	l = kunit_kzalloc(test, sizeof(*l), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, l);
+	l->c = c;
+	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, uc_ledger_release, l));
+
+	/* C1 fills B0's level. */
+	k = 0;
+	while (k < 2 * UC_OVR_LIMIT_B && uc_ovr_charge(l, c1, false, LONG_MAX, want))
+		k++;
+	KUNIT_EXPECT_EQ_MSG(test, k, (long)UC_OVR_LIMIT_B,
+			    "C1: %ld charges without override admitted, want B0's limit %d",
+			    k, UC_OVR_LIMIT_B);
+	uc_expect_pending_all(c, want, "B0 full");
+	KUNIT_EXPECT_FALSE_MSG(test, uc_ovr_charge(l, c0, false, LONG_MAX, want),
+			       "C0: a charge without override admitted with B0's level full");
+
+	/* Overriding charges from C0: no level refuses them. */
+	for (k = 0; k < UC_OVR_CHARGES; k++) {
+		if (!uc_ovr_charge(l, c0, override, LONG_MAX, want)) {
+			KUNIT_FAIL(test,
+				   "C0: overriding charge %ld refused (%s at %ld pending, limit %d): a parent's limit refused it",
+				   k + 1, c->node[UC_NODE_B(0)].name,
+				   uc_pending(&c->node[UC_NODE_B(0)]), UC_OVR_LIMIT_B);
+			break;
+		}
+		if (exact)
+			exact = uc_expect_pending_all(c, want, "after an overriding charge");
+	}
+	KUNIT_EXPECT_EQ_MSG(test, l->charged[c0], (long)UC_OVR_CHARGES,
+			    "C0: %ld of %d overriding charges admitted",
+			    l->charged[c0], UC_OVR_CHARGES);
+
+	/* The limits still hold for charges that do not override. */
+	KUNIT_EXPECT_FALSE_MSG(test, uc_ovr_charge(l, c0, false, LONG_MAX, want),
+			       "C0: a charge without override admitted past B0's limit");
+	KUNIT_EXPECT_FALSE_MSG(test, uc_ovr_charge(l, c1, false, LONG_MAX, want),
+			       "C1: a charge without override admitted past B0's limit");
+	KUNIT_EXPECT_FALSE_MSG(test, uc_ovr_charge(l, c2, false, LONG_MAX, want),
+			       "C2: a charge without override admitted with init's level past A's limit %d",
+			       UC_OVR_LIMIT_INIT);
+	uc_expect_pending_all(c, want, "after the refused charges");
+
+	kunit_release_action(test, uc_ledger_release, l);
+	uc_check_counters(c);
+	uc_check_released(c);
+}
+
+/* The recipient's RLIMIT_SIGPENDING in rlimit_forced_signal_own_limit. */
+#define UC_FORCED_RLIMIT	4
+#define UC_FORCED_CHARGES	3
+
+/*
+ * rlimit_forced_signal_own_limit (test thread only): the charge of a forced
+ * signal, with the arguments signal delivery passes (override as
+ * __send_signal_locked() decides it, the recipient's RLIMIT_SIGPENDING as
+ * the limit): with the recipient at its own limit, a real-time signal
+ * (SI_QUEUE) is refused and forced signals (SIGSEGV, SI_KERNEL; SIGKILL,
+ * SEND_SIG_PRIV) are admitted, also with a limit of 0; the counts are exact
+ * at every level and back at their start afterwards.
+ */
+static void rlimit_forced_signal_own_limit(struct kunit *test)
+{
+	const unsigned int t = UC_TARGET(UC_NS_C(2), 1);
+	struct kernel_siginfo segv = { .si_signo = SIGSEGV, .si_code = SI_KERNEL };
+	struct kernel_siginfo rt = { .si_signo = SIGRTMIN + 1, .si_code = SI_QUEUE };
+	long lim[UC_NR_NS], *want, k;
+	struct uc_ledger *l;
+	struct uc_case *c;
+	int i;
+
+	KUNIT_ASSERT_FALSE(test, uc_signal_overrides(rt.si_signo, &rt));
+	KUNIT_ASSERT_TRUE(test, uc_signal_overrides(SIGKILL, SEND_SIG_PRIV));
+
+	for (i = 0; i < UC_NR_NS; i++)
+		lim[i] = UC_HUGE_RLIMIT;
+	c = uc_setup(test, BIT(UC_OP_RL_GET), lim);
+	want = kunit_kcalloc(test, UC_NR_NODES, sizeof(*want), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, want);
+	l = kunit_kzalloc(test, sizeof(*l), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, l);
+	l->c = c;
+	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, uc_ledger_release, l));
+
+	/* Real-time signals up to the recipient's limit. */
+	k = 0;
+	while (k < 2 * UC_FORCED_RLIMIT &&
+	       uc_ovr_charge(l, t, uc_signal_overrides(rt.si_signo, &rt), UC_FORCED_RLIMIT,
+			     want))
+		k++;
+	KUNIT_EXPECT_EQ_MSG(test, k, (long)UC_FORCED_RLIMIT,
+			    "%s: %ld real-time signals charged, want its RLIMIT_SIGPENDING %d",
+			    uc_leaf_name(c, t), k, UC_FORCED_RLIMIT);
+
+	/* Forced signals at the limit, and with a limit of 0. */
+	for (k = 0; k < UC_FORCED_CHARGES; k++)
+		KUNIT_EXPECT_TRUE_MSG(test,
+				      uc_ovr_charge(l, t, uc_signal_overrides(SIGSEGV, &segv),
+						    UC_FORCED_RLIMIT, want),
+				      "%s: forced SIGSEGV %ld refused at its RLIMIT_SIGPENDING %d",
+				      uc_leaf_name(c, t), k + 1, UC_FORCED_RLIMIT);
+	KUNIT_EXPECT_TRUE_MSG(test,
+			      uc_ovr_charge(l, t, uc_signal_overrides(SIGKILL, SEND_SIG_PRIV),
+					    0, want),
+			      "%s: SIGKILL (SEND_SIG_PRIV) refused with RLIMIT_SIGPENDING 0",
+			      uc_leaf_name(c, t));
+	uc_expect_pending_all(c, want, "after the forced signals");
+	KUNIT_EXPECT_EQ_MSG(test, uc_pending(&c->node[c->target[t].chain[0]]),
+			    UC_FORCED_RLIMIT + UC_FORCED_CHARGES + 1L,
+			    "%s: pending signals not exact", uc_leaf_name(c, t));
+
+	/* Real-time signals are still refused: the count is past the limit. */
+	KUNIT_EXPECT_FALSE_MSG(test,
+			       uc_ovr_charge(l, t, uc_signal_overrides(rt.si_signo, &rt),
+					     UC_FORCED_RLIMIT, want),
+			       "%s: a real-time signal charged past its RLIMIT_SIGPENDING",
+			       uc_leaf_name(c, t));
+
+	kunit_release_action(test, uc_ledger_release, l);
+	uc_check_counters(c);
+	uc_check_released(c);
+}
+
+/* ---- ucounts_last_put_cred_rcu ------------------------------------------ */
+
+/* A uid of the suite's own, in the initial namespace, for one cred at a time. */
+#define UC_UID_CRED		(UC_UID_OWNER + 900)
+#define UC_CRED_ROUNDS		8
+
+static bool uc_cred_uid_gone(void *arg)
+{
+	return !ucounts_nr_hashed_for_uid(KUIDT_INIT(UC_UID_CRED));
+}
+
+/*
+ * ucounts_last_put_cred_rcu: the last reference of a ucounts dropped where
+ * the kernel drops it once a user's last task and cred are gone:
+ * put_cred_rcu(), an RCU callback (softirq), puts the cred's ucounts. Each
+ * round gives a fresh ucounts of (init_user_ns, UC_UID_CRED) to a cred that
+ * runs as that uid, as set_cred_ucounts() would, and that nothing else
+ * holds, puts the cred and waits until the ucounts is gone from the hash
+ * table. lockdep then has ucounts_lock as taken in softirq (cgroup_reach
+ * shows it); checked: nothing of the uid is left.
+ */
+static void ucounts_last_put_cred_rcu(struct kunit *test)
+{
+	const kuid_t uid = KUIDT_INIT(UC_UID_CRED);
+	int round;
+
+	KUNIT_ASSERT_TRUE_MSG(test, uc_cred_uid_gone(NULL), "uid %u in use before the case",
+			      UC_UID_CRED);
+	for (round = 0; round < UC_CRED_ROUNDS; round++) {
+		struct ucounts *uc, *old;
+		struct cred *cred;
+
+		cred = prepare_creds();
+		KUNIT_ASSERT_NOT_NULL(test, cred);
+		uc = alloc_ucounts(&init_user_ns, uid);
+		if (!uc) {
+			abort_creds(cred);
+			KUNIT_FAIL_AND_ABORT(test, "alloc_ucounts() failed");
+		}
+		cred->uid = uid;
+		cred->euid = uid;
+		cred->suid = uid;
+		cred->fsuid = uid;
+		old = cred->ucounts;
+		cred->ucounts = uc;
+		put_ucounts(old);
+		/* The cred's only reference: put_cred_rcu() puts uc. */
+		put_cred(cred);
+		if (!cgk_wait_for(uc_cred_uid_gone, NULL, UC_FREE_TIMEOUT_MS))
+			KUNIT_FAIL_AND_ABORT(test,
+					     "round %d: the ucounts of uid %u left %d ms after its cred was put",
+					     round, UC_UID_CRED, UC_FREE_TIMEOUT_MS);
+	}
+}
+
+#ifdef CGK_USER_VICTIMS
+/* ---- signals_from_timers ------------------------------------------------ */
+
+#define UC_UID_SIGNALS		(UC_UID_OWNER + 901)
+#define UC_SIG_RUN_MS		300
+#define UC_SIG_HARD_PERIOD_NS	(500 * NSEC_PER_USEC)
+#define UC_SIG_SETTLE_MS	5000
+
+/**
+ * struct uc_sig - signals_from_timers: a victim and the timers that signal it
+ * @herd: one user victim, running as UC_UID_SIGNALS, CGK_VICTIM_SIGNAL
+ *	  blocked half of the time
+ * @task: the victim, referenced by @herd until cgk_herd_stop()
+ * @uc: a reference on the victim's ucounts, to read its charge
+ * @hard: the hrtimer, in hardirq, as it_real_fn() runs
+ * @soft: the timer_list, in softirq
+ * @stop: set first when stopping; neither timer re-arms after it
+ * @armed: the timers were started
+ * @hard_sent: signals sent from the hrtimer; written by it only
+ * @soft_sent: signals sent from the timer_list; written by it only
+ * @send_error: the first error send_sig() returned, 0 if none
+ */
+struct uc_sig {
+	struct cgk_herd *herd;
+	struct task_struct *task;
+	struct ucounts *uc;
+	struct hrtimer hard;
+	struct timer_list soft;
+	bool stop;
+	bool armed;
+	unsigned long hard_sent;
+	unsigned long soft_sent;
+	int send_error;
+};
+
+/* As it_real_fn() sends SIGALRM: a kernel signal, SEND_SIG_PRIV. */
+static bool uc_sig_send(struct uc_sig *s)
+{
+	int err = send_sig(CGK_VICTIM_SIGNAL, s->task, 1);
+
+	if (err && !READ_ONCE(s->send_error))
+		WRITE_ONCE(s->send_error, err);
+	return !err;
+}
+
+static enum hrtimer_restart uc_sig_hard_fn(struct hrtimer *timer)
+{
+	struct uc_sig *s = container_of(timer, struct uc_sig, hard);
+
+	if (READ_ONCE(s->stop))
+		return HRTIMER_NORESTART;
+	if (uc_sig_send(s))
+		s->hard_sent++;
+	hrtimer_forward_now(timer, ns_to_ktime(UC_SIG_HARD_PERIOD_NS));
+	return HRTIMER_RESTART;
+}
+
+static void uc_sig_soft_fn(struct timer_list *timer)
+{
+	struct uc_sig *s = timer_container_of(s, timer, soft);
+
+	if (READ_ONCE(s->stop))
+		return;
+	if (uc_sig_send(s))
+		s->soft_sent++;
+	mod_timer(&s->soft, jiffies + 1);
+}
+
+static void uc_sig_stop_timers(struct uc_sig *s)
+{
+	WRITE_ONCE(s->stop, true);
+	if (!s->armed)
+		return;
+	hrtimer_cancel(&s->hard);
+	timer_shutdown_sync(&s->soft);
+	s->armed = false;
+}
+
+static void uc_sig_release(void *arg)
+{
+	struct uc_sig *s = arg;
+
+	uc_sig_stop_timers(s);
+	cgk_herd_stop(s->herd, UC_SIG_SETTLE_MS);
+	if (s->uc)
+		put_ucounts(s->uc);
+}
+
+static bool uc_sig_uncharged(void *arg)
+{
+	struct uc_sig *s = arg;
+
+	return !get_rlimit_value(s->uc, UCOUNT_RLIMIT_SIGPENDING);
+}
+
+static bool uc_sig_uid_gone(void *arg)
+{
+	return !ucounts_nr_hashed_for_uid(KUIDT_INIT(UC_UID_SIGNALS));
+}
+
+/*
+ * signals_from_timers: pending signals queued, and charged, from the
+ * contexts the kernel sends them in besides process context: an hrtimer in
+ * hardirq (as it_real_fn() sends SIGALRM) and a timer_list in softirq, both
+ * with SEND_SIG_PRIV, to a user victim that blocks the signal half of the
+ * time and drops what is pending when it unblocks it. lockdep then has the
+ * victim's siglock taken in hardirq and in softirq (cgroup_reach shows it).
+ * Checked: every send succeeded, both timers sent, and once the victim
+ * exited, nothing is charged to its user and its ucounts are freed.
+ */
+static void signals_from_timers(struct kunit *test)
+{
+	const kuid_t uid = KUIDT_INIT(UC_UID_SIGNALS);
+	struct uc_sig *s;
+
+	KUNIT_ASSERT_TRUE_MSG(test, uc_sig_uid_gone(NULL), "uid %u in use before the case",
+			      UC_UID_SIGNALS);
+	s = kunit_kzalloc(test, sizeof(*s), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, s);
+	s->herd = cgk_herd_alloc(test, 1, CGK_VICTIM_USER | CGK_VICTIM_SIGNALS);
+	KUNIT_ASSERT_NOT_NULL(test, s->herd);
+	s->herd->uid = uid;
+	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, uc_sig_release, s));
+	s->uc = alloc_ucounts(&init_user_ns, uid);
+	KUNIT_ASSERT_NOT_NULL(test, s->uc);
+	s->task = cgk_herd_start(s->herd, 0, "cgk-uc-sig");
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, s->task);
+
+	hrtimer_setup(&s->hard, uc_sig_hard_fn, CLOCK_MONOTONIC, HRTIMER_MODE_REL_HARD);
+	timer_setup(&s->soft, uc_sig_soft_fn, 0);
+	s->armed = true;
+	hrtimer_start(&s->hard, ns_to_ktime(UC_SIG_HARD_PERIOD_NS), HRTIMER_MODE_REL_HARD);
+	mod_timer(&s->soft, jiffies + 1);
+	msleep(UC_SIG_RUN_MS);
+	uc_sig_stop_timers(s);
+
+	kunit_info(test, "%lu signals sent from hardirq, %lu from softirq\n",
+		   s->hard_sent, s->soft_sent);
+	KUNIT_EXPECT_EQ_MSG(test, s->send_error, 0, "send_sig() from a timer failed: %d",
+			    s->send_error);
+	CGK_EXPECT_EXERCISED(test, s->hard_sent, "the hrtimer sent no signal");
+	CGK_EXPECT_EXERCISED(test, s->soft_sent, "the timer_list sent no signal");
+
+	KUNIT_EXPECT_TRUE_MSG(test, cgk_herd_stop(s->herd, UC_SIG_SETTLE_MS),
+			      "the victim did not exit within %d ms", UC_SIG_SETTLE_MS);
+	if (!cgk_wait_for(uc_sig_uncharged, s, UC_SIG_SETTLE_MS))
+		KUNIT_FAIL(test,
+			   "%ld pending signals still charged to uid %u %d ms after its victim exited",
+			   get_rlimit_value(s->uc, UCOUNT_RLIMIT_SIGPENDING), UC_UID_SIGNALS,
+			   UC_SIG_SETTLE_MS);
+	kunit_release_action(test, uc_sig_release, s);
+	if (!cgk_wait_for(uc_sig_uid_gone, NULL, UC_FREE_TIMEOUT_MS))
+		KUNIT_FAIL(test, "ucounts of uid %u left %d ms after its victim exited",
+			   UC_UID_SIGNALS, UC_FREE_TIMEOUT_MS);
+}
+#endif /* CGK_USER_VICTIMS */
 
 /* ---- rlimit_teardown_percpu_held ---------------------------------------- */
 
@@ -2588,6 +3038,12 @@ static struct kunit_case cgroup_ucount_cases[] = {
 	KUNIT_CASE_PARAM(ucount_all_paths, cgk_threads_gen),
 	KUNIT_CASE_PARAM(rlimit_exact_limit, uc_exact_gen_params),
 	KUNIT_CASE(rlimit_reclaim_near_limit),
+	KUNIT_CASE(rlimit_override_parent_full),
+	KUNIT_CASE(rlimit_forced_signal_own_limit),
+	KUNIT_CASE(ucounts_last_put_cred_rcu),
+#ifdef CGK_USER_VICTIMS
+	KUNIT_CASE(signals_from_timers),
+#endif
 	KUNIT_CASE(rlimit_teardown_percpu_held),
 	KUNIT_CASE_PARAM(rlimit_reported_exact, cgk_threads_gen),
 #ifdef CGK_UCOUNT_ESCROW

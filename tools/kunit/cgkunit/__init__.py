@@ -8,7 +8,8 @@ cycle, no private name used outside its module):
                 HANDLERS, one handler per command (run, build, prepare, module, fetch,
                 report, profiles and deps are handlers over the modules below)
   commands      one module per command: bench, bisection (bisect, bisect-step,
-                bisect-selftest), check, coverage, mbox, module_run, series_check, stress
+                bisect-selftest), check, coverage, mbox, module_run, reach, series_check,
+                stress
   below them    what the commands share:
     engines     pipeline (base -> tree -> build -> boot -> report), run (kunit.py build
                 and exec under the watchdog), boots (repeated boots of one kernel, for

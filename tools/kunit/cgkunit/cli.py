@@ -16,7 +16,7 @@ from . import bench, coverage
 from . import check
 from . import checklist
 from . import bisection
-from . import deps, mbox, module_run, pipeline, stress
+from . import deps, mbox, module_run, pipeline, reach, stress
 from . import series_check, titles
 from .common import (BASE_FILE, Context, DriverError, build_root, check_build_dir, env_flag,
                      error_line, find_repo_root, flag_value, inside, one_line, read_text_file,
@@ -307,6 +307,24 @@ def make_parser() -> Parser:
                        epilog=EXIT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     _boot_opts(p)
     _tree_opts(p)
+    p = sub.add_parser("reach", help="the lockdep usage the suite reached for each target lock "
+                       "class, beside the contexts the kernel's own code takes it in",
+                       description=reach.__doc__,
+                       epilog=EXIT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _profile_opt(p, "um-lockdep", help=f"a lockdep profile: {', '.join(reach.PROFILES)}")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--last", action="store_true",
+                     help="no build, no boot: the console of the profile's last run "
+                          "(make run) in build/results/<profile>/")
+    src.add_argument("--console", metavar="FILE",
+                     help="no build, no boot: a console log of a run that had cgroup_reach")
+    p.add_argument("--why", action="store_true", help="also print every cell's reason")
+    env_opt(p, "--kernel-args", "KERNEL_ARGS", "", metavar='"A=B C=D"',
+            help="extra kernel command line (default $KERNEL_ARGS)")
+    p.add_argument("--no-build", action="store_true", help="boot the kernel built last time")
+    _jobs_opt(p)
+    p.add_argument("--verbose", action="store_true", help="echo the console while it runs")
+    _tree_opts(p)
     p = sub.add_parser("check", help="prove the oracle: runs that must fail as expected")
     env_opt(p, "--only", "ONLY", metavar="NAME", help="run just this check (default $ONLY)")
     p.add_argument("--list", action="store_true", help="list the checks and exit")
@@ -333,9 +351,9 @@ def _isolate(value: str | None) -> str | None:
 
 
 PREPARES = ("prepare", "mbox", "build", "module", "module-run", "run", "bench", "coverage", "check",
-            "stress", "bisect", "bisect-selftest", "series-check")
+            "stress", "bisect", "bisect-selftest", "series-check", "reach")
 BOOTS = ("run", "module-run", "bench", "coverage", "check", "stress", "bisect", "bisect-selftest",
-         "series-check")
+         "series-check", "reach")
 # the commands that write under the build root, each holding its lock (lock.BuildLock);
 # bisect-step runs under the lock of the bisect that git bisect run is part of
 LOCKED = (*PREPARES, "fetch", "report", "bisect-step")
@@ -391,8 +409,13 @@ def preflight(args: argparse.Namespace, ctx: Context) -> None:
     if args.command == "report":
         load_profile(repo, args.profile)
         _results(args, ctx.build)
+    if args.command == "reach":
+        reach.check_profile(args.profile)
+        if args.console:
+            user_path(args.console, "--console")
     if args.command not in PREPARES or (args.command == "check" and args.list) \
-            or (args.command == "bench" and args.report):
+            or (args.command == "bench" and args.report) \
+            or (args.command == "reach" and (args.last or args.console)):
         return
     if getattr(args, "profile", None):
         load_profile(repo, args.profile)
@@ -560,7 +583,8 @@ def dispatch(args: argparse.Namespace, parser: Parser | None = None) -> int:
     repo = find_repo_root()
     ctx = Context(repo, build_root(repo, args.build_dir))
     preflight(args, ctx)
-    if args.command not in LOCKED or (args.command == "check" and args.list):
+    if args.command not in LOCKED or (args.command == "check" and args.list) \
+            or (args.command == "reach" and args.console):
         return run_command(args, ctx)  # writes nothing under the build root
     words = ["cgkunit", *getattr(args, "argv", [args.command])]
     with BuildLock(ctx.build).acquire([shlex.quote(w) for w in words],
@@ -660,6 +684,14 @@ def coverage_handler(args: argparse.Namespace, ctx: Context) -> int:
         kernel_ref=args.kernel_ref, echo=args.verbose, jobs=args.jobs))
 
 
+def reach_handler(args: argparse.Namespace, ctx: Context) -> int:
+    console = user_path(args.console, "--console") if args.console else None
+    return reach.run_reach(ctx, pipeline.RunOptions(
+        profile=args.profile, kernel_args=_split_args(args.kernel_args),
+        no_build=args.no_build, kernel_src=args.kernel_src, kernel_ref=args.kernel_ref,
+        echo=args.verbose, jobs=args.jobs), console=console, last=args.last, why=args.why)
+
+
 def check_handler(args: argparse.Namespace, ctx: Context) -> int:
     isolate = _isolate(args.isolate)
     found = checklist.load_checks(ctx.repo)
@@ -709,6 +741,7 @@ HANDLERS: dict[str, Handler] = {
     "bisect-selftest": bisect_selftest_handler,
     "series-check": series_check_handler,
     "coverage": coverage_handler,
+    "reach": reach_handler,
     "check": check_handler,
     "report": report_handler,
     "profiles": profiles_handler,

@@ -36,6 +36,13 @@ EXPECTED_REPORT = re.compile(r"(?:^|: )oracle: expected (\S+) report captured \(
 # harness.c's heartbeat while a gang runs: '# <case>: running 40 s of 600 s, 123456 steps'
 HEARTBEAT = re.compile(r"(?:^|#\s)\s*([A-Za-z_]\w*): running \d+ s of \d+ s, (\d+) steps\s*$")
 INTEGER = re.compile(r"-?\d+")
+# cgroup_reach (reach_kunit.c): what lockdep recorded for the target lock classes.
+# '# lockdep_usage: reach: class usage={-.-.} fd=34 bd=52 name=css_set_lock'
+# '# lockdep_usage: reach: class usage=none name=cpuset_mutex'
+# '# lockdep_usage: reach: lockdep debug_locks=1 classes=1873 targets=26'
+# '# lockdep_usage: reach: end matched=21'
+REACH = re.compile(r"(?:^|: )reach: (class|lockdep|end)\b\s*(.*?)\s*$")
+REACH_CLASS = re.compile(r"usage=(?:\{([.+?-]*)\}|(none))(?: fd=(\d+) bd=(\d+))? name=(\S.*)$")
 KUNIT_TIMEOUT = re.compile(r"^Command .* timed out after \d+")
 KUNIT_BOOT = re.compile(r"^(?:\[[\d:]+\] )?Starting KUnit Kernel \((\d+)/(\d+)\)")
 # A parameter's set() refusing a value (harness.c's pr_fmt is "cgroup_kunit: "; a
@@ -82,6 +89,31 @@ def parse_metric(text: str) -> dict[str, int | str] | None:
     for key, value in KV.findall(m.group(2)):
         if key != "name":
             record[key] = int(value) if INTEGER.fullmatch(value) else value
+    return record
+
+
+def parse_reach(text: str) -> dict[str, int | str] | None:
+    """A reach diagnostic of cgroup_reach as a record: {"kind": "class", "name": ..,
+    "usage": "-.-." or "" for a class lockdep never registered, "fd", "bd"},
+    {"kind": "lockdep", "debug_locks": .., "classes": .., "targets": ..} or
+    {"kind": "end", "matched": ..}. None for any other line, and for a reach line that
+    does not parse (the reach command counts on "end" to see one was lost)."""
+    m = REACH.search(text)
+    if m is None:
+        return None
+    kind, rest = m.group(1), m.group(2)
+    if kind == "class":
+        c = REACH_CLASS.fullmatch(rest)
+        if c is None or (c.group(1) is not None and len(c.group(1)) % 2):
+            return None
+        record: dict[str, int | str] = {"kind": "class", "name": c.group(5).strip(),
+                                        "usage": c.group(1) or ""}
+        if c.group(3) is not None:
+            record["fd"], record["bd"] = int(c.group(3)), int(c.group(4))
+        return record
+    record = {"kind": kind}
+    for key, value in KV.findall(rest):
+        record[key] = int(value) if INTEGER.fullmatch(value) else value
     return record
 
 
@@ -309,9 +341,11 @@ class _Owned:
     prefix: str = ""
     case: str = ""      # the case the last seed line named
     metrics: list[dict[str, int | str]] = field(default_factory=list)
+    reach: list[dict[str, int | str]] = field(default_factory=list)
 
     def take(self, e: Event) -> None:
-        """A diagnostic line: a metric, seed parameters, or a message to keep."""
+        """A diagnostic line: a metric, a reach record, seed parameters, or a message to
+        keep."""
         text = e.name
         if e.kind == "diag":
             if STATS.search(text) or text.startswith(("module:", "speed:", "Subtest:")) \
@@ -320,6 +354,10 @@ class _Owned:
             metric = parse_metric(text)
             if metric is not None:
                 self.metrics.append(metric)
+                return
+            reach = parse_reach(text)
+            if reach is not None:
+                self.reach.append(reach)
                 return
             if "seed=" in text:
                 kv_start = KV.search(text)
@@ -336,7 +374,7 @@ class _Owned:
             s.test = test_id
         return {"splats": [s for s in self.splats if not s.expected], "params": self.params,
                 "param_prefix": self.prefix or "cgroup_kunit", "diagnostics": self.diags[:8],
-                "metrics": self.metrics}
+                "metrics": self.metrics, "reach": self.reach}
 
 
 @dataclass(eq=False)

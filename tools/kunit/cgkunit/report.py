@@ -104,6 +104,7 @@ class TestResult:
     parent: str | None = None
     children: list[str] = field(default_factory=list)
     metrics: list[dict[str, int | str]] = field(default_factory=list)
+    reach: list[dict[str, int | str]] = field(default_factory=list)  # 'reach:' lines, parsed
     boot: int = 0  # kunit.py boot (Starting KUnit Kernel (n/N)) the test ran in; 0: not said
 
     @property
@@ -116,6 +117,7 @@ class TestResult:
                 "kunit_status": self.kunit_status, "skip_reason": self.skip_reason,
                 "line_no": self.line_no, "params": self.params, "notes": self.notes,
                 "diagnostics": self.diagnostics, "metrics": self.metrics,
+                **({"reach": self.reach} if self.reach else {}),
                 "splats": [{"kind": s.kind, "title": s.title, "line_no": s.line_no}
                            for s in self.splats]}
 
@@ -189,6 +191,10 @@ class Report:
     def metrics(self) -> list[dict[str, int | str]]:
         """Every benchmark metric record of the run, in test order."""
         return [m for t in self.tests for m in t.metrics]
+
+    def reach(self) -> list[dict[str, int | str]]:
+        """Every reach record of the run (cgroup_reach's lockdep usage lines), in test order."""
+        return [r for t in self.tests for r in t.reach]
 
 
 def refused_message(reports: Iterable[Report], what: str = "KERNEL_ARGS") -> str | None:

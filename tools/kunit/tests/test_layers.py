@@ -16,8 +16,8 @@ from conftest import KUNIT_DIR
 
 PACKAGE = KUNIT_DIR / "cgkunit"
 TOP = {"cli"}
-COMMANDS = {"bench", "bisection", "check", "coverage", "mbox", "module_run", "series_check",
-            "stress"}
+COMMANDS = {"bench", "bisection", "check", "coverage", "mbox", "module_run", "reach",
+            "series_check", "stress"}
 # shared by the commands (and cli's handlers of run, build, prepare, fetch, report, profiles
 # and deps): engines, the report, the inputs, helpers
 BELOW = {"__init__", "boots", "checklist", "commits", "common", "console", "deps", "export",

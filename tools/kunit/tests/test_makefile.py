@@ -24,7 +24,7 @@ from conftest import KUNIT_DIR
 REPO = KUNIT_DIR.parent.parent
 MAKEFILE = (REPO / "Makefile").read_text()
 TARGETS = ["run", "kcsan", "kasan", "lockdep-x86", "check", "module", "module-run", "bench",
-           "coverage", "stress", "bisect", "bisect-selftest", "mbox", "series-check", "test"]
+           "coverage", "reach", "stress", "bisect", "bisect-selftest", "mbox", "series-check", "test"]
 VARIABLES = ["KERNEL_SRC", "KERNEL_REF", "KERNEL_ARGS", "FILTER", "PROFILE", "RUNS", "SEED",
              "UNTIL_FAIL", "FROM", "GOOD", "BAD", "SIGNATURE", "REPS", "DURATION_MS", "ROUNDS",
              "VCPUS", "ONLY", "CYCLES", "MODULE_ARGS", "KDIR", "CGKUNIT_ACCEL",
