@@ -68,9 +68,12 @@ def start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *args: str,
     pids = tmp_path / "pids"
     env = {**os.environ, "FAKE_CONSOLE": str(DATA / "01_all_pass.log"), "FAKE_PIDS": str(pids),
            "FAKE_DELAY": str(delay)}
+    # Ctrl-C as a terminal delivers it, even where pytest itself runs with SIGINT ignored
+    # (a shell's background job): Python then installs no KeyboardInterrupt handler
     proc = subprocess.Popen([sys.executable, str(script), "--build-dir", str(build), *args,
                              "--kernel-src", str(kernel)], env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     return proc, build, pids, repo
 
 

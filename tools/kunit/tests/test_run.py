@@ -455,12 +455,15 @@ def test_an_interrupted_long_command_leaves_nothing_running(tmp_path: Path) -> N
               f"open({str(pids)!r}, 'w').write(f'{{c.pid}}')\n"
               f"time.sleep(600)\n")
     timer = threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT))
+    # as at a terminal, even where pytest runs with SIGINT ignored (a shell's background job)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer.start()
     try:
         with pytest.raises(KeyboardInterrupt):
             run_logged([sys.executable, "-c", script], tmp_path / "log", "building")
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, before)
     child = int(pids.read_text())
     for _ in range(50):
         try:
