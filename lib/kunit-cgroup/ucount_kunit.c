@@ -1259,6 +1259,24 @@ static bool uc_expect_pending_all(struct uc_case *c, const long *want,
 #define UC_OVR_CHARGES		40
 
 /*
+ * A ledger of the charges a case makes on @c, given back by
+ * uc_ledger_release(); *@want: the expected count of each node.
+ */
+static struct uc_ledger *uc_ledger_new(struct kunit *test, struct uc_case *c,
+				       long **want)
+{
+	struct uc_ledger *l;
+
+	*want = kunit_kcalloc(test, UC_NR_NODES, sizeof(**want), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, *want);
+	l = kunit_kzalloc(test, sizeof(*l), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, l);
+	l->c = c;
+	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, uc_ledger_release, l));
+	return l;
+}
+
+/*
  * rlimit_override_parent_full (test thread only): C1 fills B0's level to
  * its limit; then a charge from C0 without override is refused, and
  * UC_OVR_CHARGES overriding charges from C0 (as signal delivery makes them
@@ -1290,12 +1308,7 @@ static void rlimit_override_parent_full(struct kunit *test)
 	lim[UC_NS_B(0)] = UC_OVR_LIMIT_A;
 	lim[UC_NS_A] = UC_OVR_LIMIT_INIT;
 	c = uc_setup(test, BIT(UC_OP_RL_GET), lim);
-	want = kunit_kcalloc(test, UC_NR_NODES, sizeof(*want), GFP_KERNEL);
-	KUNIT_ASSERT_NOT_NULL(test, want);
-	l = kunit_kzalloc(test, sizeof(*l), GFP_KERNEL);
-	KUNIT_ASSERT_NOT_NULL(test, l);
-	l->c = c;
-	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, uc_ledger_release, l));
+	l = uc_ledger_new(test, c, &want);
 
 	/* C1 fills B0's level. */
 	k = 0;
@@ -1368,12 +1381,7 @@ static void rlimit_forced_signal_own_limit(struct kunit *test)
 	for (i = 0; i < UC_NR_NS; i++)
 		lim[i] = UC_HUGE_RLIMIT;
 	c = uc_setup(test, BIT(UC_OP_RL_GET), lim);
-	want = kunit_kcalloc(test, UC_NR_NODES, sizeof(*want), GFP_KERNEL);
-	KUNIT_ASSERT_NOT_NULL(test, want);
-	l = kunit_kzalloc(test, sizeof(*l), GFP_KERNEL);
-	KUNIT_ASSERT_NOT_NULL(test, l);
-	l->c = c;
-	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, uc_ledger_release, l));
+	l = uc_ledger_new(test, c, &want);
 
 	/* Real-time signals up to the recipient's limit. */
 	k = 0;
