@@ -21,7 +21,13 @@
  *  - in freeze_kill_everything, all of it.
  * Freezing and killing exclude the moves (a case rwsem), so that what each
  * must do is known exactly; the kernel still races them against the
- * victims and their children forking and exiting.
+ * victims and their children forking and exiting. A victim started after
+ * a kill is moved into the top while it runs, and may be forking then:
+ * if the top is frozen, its child is born in a frozen cgroup, and a kill
+ * that comes before the victim reached the freezer's trap meets that fork
+ * in flight. Each wait for a state is bounded by what freezing and
+ * thawing every victim took at the start (fk_measure_pace()), so that a
+ * slow machine waits longer instead of failing.
  *
  * Invariants, checked right after each operation and at the end:
  *  - a move leaves the victim in its destination, frozen (in the freezer's
@@ -50,6 +56,9 @@
 #include <linux/delay.h>
 #include <linux/file.h>
 #include <linux/fs.h>
+#include <linux/ktime.h>
+#include <linux/math64.h>
+#include <linux/minmax.h>
 #include <linux/mount.h>
 #include <linux/mutex.h>
 #include <linux/rwsem.h>
@@ -60,8 +69,16 @@
 #include "harness.h"
 
 #define FK_NR_CGROUPS		4	/* top; a and b in it; c in a */
-/* How long a victim or cgroup may take to reach the state it must. */
+/*
+ * How long a victim or cgroup may take to reach the state it must: the case
+ * measures how long freezing and thawing all its victims takes before the
+ * race starts (fk_measure_pace()) and allows FK_STATE_PACE times that, at
+ * least FK_STATE_TIMEOUT_MS and at most FK_STATE_TIMEOUT_MAX_MS. A slower
+ * machine (TCG, KASAN, a busy host) gets a bound as much longer.
+ */
 #define FK_STATE_TIMEOUT_MS	5000
+#define FK_STATE_PACE		20
+#define FK_STATE_TIMEOUT_MAX_MS	60000
 /* Exiting tasks and removed cgroups are freed after RCU: wait for them. */
 #define FK_SETTLE_TIMEOUT_MS	10000
 /* How long a frozen victim is watched for not turning its loop. */
@@ -109,6 +126,8 @@ struct fk_case {
 	unsigned int nr_victims;
 	atomic_long_t moves, freezes, thaws, kills, killed, signals, max_pending;
 	struct ucounts *uc;		/* the victims' user's, with FK_SIGNAL */
+	unsigned int pace_ms;		/* freezing and thawing every victim took */
+	unsigned int state_ms;		/* bound of every wait for a state */
 	struct cgk_baseline base;
 };
 
@@ -172,7 +191,7 @@ static bool fk_victim_settle(struct fk_case *c, struct fk_victim *v)
 		.frozen = fk_e_freeze(c, v->cg),
 	};
 
-	return cgk_wait_for(fk_victim_reached, &w, FK_STATE_TIMEOUT_MS);
+	return cgk_wait_for(fk_victim_reached, &w, c->state_ms);
 }
 
 /* Every cgroup reports frozen exactly when it or an ancestor is set to. */
@@ -207,7 +226,7 @@ static const char *fk_check_states(struct fk_case *c, unsigned int *victim)
 {
 	unsigned int i;
 
-	if (!cgk_wait_for(fk_cgroups_reached, c, FK_STATE_TIMEOUT_MS))
+	if (!cgk_wait_for(fk_cgroups_reached, c, c->state_ms))
 		return "cgroup";
 	for (i = 0; i < c->nr_victims; i++) {
 		if (!fk_victim_settle(c, &c->victims[i])) {
@@ -219,7 +238,7 @@ static const char *fk_check_states(struct fk_case *c, unsigned int *victim)
 }
 
 /*
- * A task that did not reach the state it must within FK_STATE_TIMEOUT_MS:
+ * A task that did not reach the state it must within c->state_ms:
  * say what it was doing, and print its stack, for the failure to be
  * understood from the console alone.
  */
@@ -370,8 +389,16 @@ static bool fk_kill_done(void *arg)
 static void fk_kill_step(struct cgk_worker *w)
 {
 	struct fk_case *c = w->gang->data;
-	/* The top (everything) one time in eight. */
-	struct fk_kill k = { .c = c, .top = cgk_rand(w, 8) ? 1 + cgk_rand(w, 3) : 0 };
+	/*
+	 * The top (everything) one time in eight, and the first time: on a
+	 * busy host the worker may kill only once, and a cgroup with no
+	 * victim in it would leave nothing killed.
+	 */
+	struct fk_kill k = {
+		.c = c,
+		.top = cgk_rand(w, 8) && atomic_long_read(&c->killed) ?
+		       1 + cgk_rand(w, 3) : 0,
+	};
 	char why[CGK_FAILURE_LEN / 2];
 	struct task_struct *task;
 	unsigned int i, nr = 0;
@@ -384,7 +411,7 @@ static void fk_kill_step(struct cgk_worker *w)
 		goto out;
 	}
 	atomic_long_inc(&c->kills);
-	if (!cgk_wait_for(fk_kill_done, &k, FK_STATE_TIMEOUT_MS)) {
+	if (!cgk_wait_for(fk_kill_done, &k, c->state_ms)) {
 		task = fk_any_task(c->cg[k.top]);
 		for (i = 0; !task && i < c->nr_victims; i++) {
 			if (fk_in_subtree(c->victims[i].cg, k.top) &&
@@ -504,6 +531,33 @@ static void fk_put_ucounts(void *arg)
 	put_ucounts(c->uc);
 }
 
+/*
+ * The reference for the bound of every wait: freeze the top with every victim
+ * in it, wait until all is frozen, thaw it and wait until all runs again, as
+ * the case does after each freeze and thaw, and time it.
+ */
+static void fk_measure_pace(struct fk_case *c)
+{
+	struct kunit *test = c->test;
+	unsigned int victim = 0;
+	const char *bad;
+	u64 t0;
+
+	c->state_ms = FK_SETTLE_TIMEOUT_MS;
+	t0 = ktime_get_ns();
+	KUNIT_ASSERT_EQ(test, 0, cgk_file_write(c->file[0][FK_FREEZE_FILE], "1\n"));
+	c->freeze[0] = true;
+	bad = fk_check_states(c, &victim);
+	KUNIT_ASSERT_NULL_MSG(test, bad, "freezing the top at the start: %s not frozen", bad);
+	KUNIT_ASSERT_EQ(test, 0, cgk_file_write(c->file[0][FK_FREEZE_FILE], "0\n"));
+	c->freeze[0] = false;
+	bad = fk_check_states(c, &victim);
+	KUNIT_ASSERT_NULL_MSG(test, bad, "thawing the top at the start: %s not running", bad);
+	c->pace_ms = div_u64(ktime_get_ns() - t0, NSEC_PER_MSEC);
+	c->state_ms = clamp_t(unsigned int, FK_STATE_PACE * c->pace_ms,
+			      FK_STATE_TIMEOUT_MS, FK_STATE_TIMEOUT_MAX_MS);
+}
+
 static struct fk_case *fk_setup(struct kunit *test, unsigned long flags,
 				unsigned int nr_victims)
 {
@@ -571,6 +625,7 @@ static struct fk_case *fk_setup(struct kunit *test, unsigned long flags,
 		KUNIT_ASSERT_NOT_ERR_OR_NULL(test, task);
 		KUNIT_ASSERT_EQ(test, 0, cgk_file_write_pid(c->file[0][FK_PROCS], task, true));
 	}
+	fk_measure_pace(c);
 	return c;
 }
 
@@ -694,6 +749,8 @@ static void fk_run(struct kunit *test, unsigned long flags)
 	cgk_gang_run(gang);
 	cgk_gang_report(gang);
 
+	kunit_info(test, "freezing and thawing every victim took %u ms: each wait for a state may take %u ms\n",
+		   c->pace_ms, c->state_ms);
 	kunit_info(test, "%ld moves, %ld freezes, %ld thaws, %ld kills (%ld victims), %ld signals (at most %ld queued), %lu forks\n",
 		   atomic_long_read(&c->moves), atomic_long_read(&c->freezes),
 		   atomic_long_read(&c->thaws), atomic_long_read(&c->kills),
