@@ -739,14 +739,11 @@ static void freeze_kill_everything(struct kunit *test)
 	fk_run(test, FK_FREEZE | FK_KILL | FK_SIGNAL);
 }
 
-#define FK_CASE(fn) \
-	KUNIT_CASE_PARAM_ATTR(fn, cgk_threads_gen, { .speed = KUNIT_SPEED_SLOW })
-
 static struct kunit_case cgroup_freeze_kill_cases[] = {
-	FK_CASE(cgroup_freeze_migrate),
-	FK_CASE(cgroup_kill_migrate),
-	FK_CASE(signal_queue_kill),
-	FK_CASE(freeze_kill_everything),
+	CGK_CASE(cgroup_freeze_migrate),
+	CGK_CASE(cgroup_kill_migrate),
+	CGK_CASE(signal_queue_kill),
+	CGK_CASE(freeze_kill_everything),
 	{}
 };
 

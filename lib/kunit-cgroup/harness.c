@@ -235,6 +235,21 @@ bool cgk_provoke(const char *what)
 /* Workers per online CPU of each instance, in this order: 2x first. */
 static const unsigned int cgk_threads_per_cpu[] = { 2, 1, 4 };
 static unsigned int cgk_threads_default[ARRAY_SIZE(cgk_threads_per_cpu)];
+/* Why every case of the running suite skips: set by cgk_suite_skip(). */
+static const char *cgk_skip_suite;
+
+/**
+ * cgk_suite_skip - skip every CGK_CASE() of the suite about to run
+ * @why: the reason each case gives; must stay valid while the suite runs
+ *
+ * For a suite's .suite_init, for a suite that cannot run in this boot:
+ * cgk_threads_gen() then yields no thread count and marks the case skipped
+ * with @why. cgk_suite_exit() clears it.
+ */
+void cgk_suite_skip(const char *why)
+{
+	cgk_skip_suite = why;
+}
 
 /**
  * cgk_threads_gen - KUnit parameter generator over thread counts
@@ -248,13 +263,18 @@ static unsigned int cgk_threads_default[ARRAY_SIZE(cgk_threads_per_cpu)];
  * every worker at once; more than one per CPU also preempts workers inside
  * the paths they race, which is where a missing lock or barrier shows.
  *
- * Return: the next thread count, or NULL after the last.
+ * Return: the next thread count, or NULL after the last (and for every case
+ * of a suite that cgk_suite_skip() skips).
  */
 const void *cgk_threads_gen(struct kunit *test, const void *prev, char *desc)
 {
 	const unsigned int *p = prev;
 	unsigned int i;
 
+	if (cgk_skip_suite) {
+		kunit_mark_skipped(test, "%s", cgk_skip_suite);
+		return NULL;
+	}
 	if (threads_param) {
 		if (p)
 			return NULL;
@@ -765,6 +785,7 @@ int cgk_suite_init(struct kunit_suite *suite)
  */
 void cgk_suite_exit(struct kunit_suite *suite)
 {
+	cgk_skip_suite = NULL;
 	unregister_trace_console(cgk_probe_console, NULL);
 	tracepoint_synchronize_unregister();
 }

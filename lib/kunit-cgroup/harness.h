@@ -200,6 +200,17 @@ void cgk_cpus_finish(struct cgk_cpus *d);
 /* Parameters: thread counts. */
 const void *cgk_threads_gen(struct kunit *test, const void *prev, char *desc);
 unsigned int cgk_param_threads(struct kunit *test);
+void cgk_suite_skip(const char *why);
+
+/**
+ * CGK_CASE - a case run once per thread count (cgk_threads_gen())
+ * @fn: the case
+ *
+ * Each instance takes its time bound plus the teardown: KUnit calls that
+ * slow. cgk_suite_skip() skips every CGK_CASE() of a suite.
+ */
+#define CGK_CASE(fn) \
+	KUNIT_CASE_PARAM_ATTR(fn, cgk_threads_gen, { .speed = KUNIT_SPEED_SLOW })
 
 /* Oracle, used as each suite's .init/.exit and .suite_init/.suite_exit. */
 int cgk_suite_init(struct kunit_suite *suite);

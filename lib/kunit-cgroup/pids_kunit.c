@@ -359,8 +359,7 @@ static void pids_limit_fork_churn(struct kunit *test)
 }
 
 static struct kunit_case cgroup_pids_cases[] = {
-	KUNIT_CASE_PARAM_ATTR(pids_limit_fork_churn, cgk_threads_gen,
-			      { .speed = KUNIT_SPEED_SLOW }),
+	CGK_CASE(pids_limit_fork_churn),
 	{}
 };
 

@@ -718,18 +718,15 @@ static void reader_file(struct kunit *test)
 }
 #endif
 
-#define RR_CASE(fn) \
-	KUNIT_CASE_PARAM_ATTR(fn, cgk_threads_gen, { .speed = KUNIT_SPEED_SLOW })
-
 static struct kunit_case cgroup_rstat_reader_cases[] = {
-	RR_CASE(reader_torn_snapshot),
-	RR_CASE(reader_fresh),
-	RR_CASE(reader_fresh_sparse),
-	RR_CASE(reader_fresh_cpus),
-	RR_CASE(reader_fresh_removal),
-	RR_CASE(reader_one_snapshot),
+	CGK_CASE(reader_torn_snapshot),
+	CGK_CASE(reader_fresh),
+	CGK_CASE(reader_fresh_sparse),
+	CGK_CASE(reader_fresh_cpus),
+	CGK_CASE(reader_fresh_removal),
+	CGK_CASE(reader_one_snapshot),
 #ifdef CGK_TEST_MOUNTS
-	RR_CASE(reader_file),
+	CGK_CASE(reader_file),
 #endif
 	{}
 };

@@ -28,12 +28,12 @@ DEFAULT_DURATION_MS = 1000
 DURATION_RANGE = (10, 600_000)
 # migrate_kunit.c's dynmods: cgroup_migrate_dynmods switches the default hierarchy to
 # favordynmods, which the kernel cannot switch off again, so its cases run only with dynmods=1
-# (else each skips); both migrate suites run the cases its MG_CASE(<name>) lines list
+# (else each skips); both migrate suites run the cases its CGK_CASE(<name>) lines list
 DYNMODS = "dynmods"
 DYNMODS_ON = f"{SUITE_MODULE}.{DYNMODS}=1"
 DYNMODS_SUITE = "cgroup_migrate_dynmods"
 MIGRATE = SUITE_DIR / "migrate_kunit.c"
-MG_CASE = re.compile(r"^[ \t]*MG_CASE\(\s*([A-Za-z_]\w*)\s*\)", re.MULTILINE)
+MIGRATE_CASE = re.compile(r"^[ \t]*CGK_CASE\(\s*([A-Za-z_]\w*)\s*\)", re.MULTILINE)
 # kstrtouint(val, 0, ...): an optional '+', then hex (0x), octal (leading 0) or decimal, and
 # an optional trailing newline
 KSTRTOUINT = re.compile(r"\+?(?:0[xX]([0-9a-fA-F]+)|0([0-7]*)|([1-9][0-9]*))\n?")
@@ -232,13 +232,13 @@ def sets(words: Sequence[str], name: str) -> bool:
 
 
 def dynmods_cases(repo: Path) -> list[str] | None:
-    """The cases of cgroup_migrate_dynmods (migrate_kunit.c's MG_CASE list); None when the
+    """The cases of cgroup_migrate_dynmods (migrate_kunit.c's CGK_CASE list); None when the
     file cannot be read or lists none (then any case may be there)."""
     try:
         text = (repo / MIGRATE).read_text(errors="replace")
     except OSError:
         return None
-    return MG_CASE.findall(text) or None
+    return MIGRATE_CASE.findall(text) or None
 
 
 def duration_ms(words: Sequence[str]) -> int:

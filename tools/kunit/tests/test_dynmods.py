@@ -66,7 +66,7 @@ def test_unknown_cases_may_match_any_case_glob() -> None:
 
 def test_the_cases_come_from_migrate_kunit_c() -> None:
     text = (REPO / MIGRATE).read_text()
-    assert CASES == re.findall(r"^\tMG_CASE\((\w+)\),", text, re.M)
+    assert CASES == re.findall(r"^\tCGK_CASE\((\w+)\),", text, re.M)
     assert len(CASES) == 8 and CASES[0] == "migrate_idle"
     # the parameter the driver sets is the one the suite declares, and its skip reason names it
     assert "dynmods" in suite_parameters(REPO)
