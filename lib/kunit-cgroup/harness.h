@@ -400,6 +400,10 @@ bool cgk_herd_settled(struct kunit *test, struct cgk_herd *herd, unsigned int ti
 bool cgk_herd_stop(struct cgk_herd *herd, unsigned int timeout_ms);
 unsigned long cgk_herd_forks(struct cgk_herd *herd);
 unsigned long cgk_herd_thread_forks(struct cgk_herd *herd);
+void cgk_herd_expect_members(struct kunit *test, struct cgk_herd *herd,
+			     int (*where)(void *arg, unsigned int i), void *arg,
+			     struct cgroup *const *cgrps, const char *const *names,
+			     int nr);
 
 /**
  * cgk_sigpending_charge - charge a pending signal as signal delivery does
