@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from . import carry
 from . import profile as profiles
 from .common import Context, DriverError, read_text_file, run_logged, say, user_path, write_json
 from .params import SUITE_MODULE, param_rules, refused_value, suite_parameters
@@ -157,10 +158,29 @@ def check_kdir(text: str) -> Kdir:
                 kmemleak=KMEMLEAK in config)
 
 
-def kdir_make_command(kdir: Path, src: Path, jobs: int) -> list[str]:
-    """Kbuild's external-module build of the suite copied to src."""
+# An external-module build reads no Kconfig: the suite's symbols are set on make's command
+# line, each where the kernel has what its Kconfig entry depends on besides the suite (None:
+# never in a module).
+SUITE_DEPENDS: dict[str, str | None] = {"CGROUP_KUNIT_BENCH": None,
+                                        "CGROUP_PIDS_KUNIT_TEST": "CONFIG_CGROUP_PIDS=y"}
+
+
+def kdir_suite_symbols(repo: Path, kdir: Kdir) -> list[str]:
+    """The suite's Kconfig symbols (besides CGROUP_KUNIT_TEST) to set in a build against kdir:
+    those its source can build without backports (carry.py) whose dependencies its .config
+    has."""
+    carried = carry.plan(kdir.source, repo, backports=False)
+    if carried.describe():
+        say(f"KDIR={kdir.path}: carrying the suite onto it: {carried.describe()}")
+    config = read_kconfig(kdir.path / ".config")
+    return [s for s in carry.suite_symbols(repo) if s and s not in carried.off
+            and (s not in SUITE_DEPENDS or SUITE_DEPENDS[s] in config)]
+
+
+def kdir_make_command(kdir: Path, src: Path, jobs: int, symbols: Sequence[str] = ()) -> list[str]:
+    """Kbuild's external-module build of the suite copied to src, with the suite's symbols."""
     return ["make", "-C", str(kdir), f"M={src}", "CONFIG_CGROUP_KUNIT_TEST=m",
-            f"-j{jobs}", "modules"]
+            *(f"CONFIG_{s}=y" for s in symbols), f"-j{jobs}", "modules"]
 
 
 def build_module_kdir(ctx: Context, kdir: Kdir, jobs: int | None) -> Path:
@@ -172,7 +192,8 @@ def build_module_kdir(ctx: Context, kdir: Kdir, jobs: int | None) -> Path:
     shutil.copytree(ctx.repo / "lib" / "kunit-cgroup", src)
     log = src.parent / "build.log"
     say(f"building {MODULE} against KDIR {kdir.path} ({kdir.release}); log {log}")
-    rc, secs = run_logged(kdir_make_command(kdir.path, src, jobs or os.cpu_count() or 1), log,
+    symbols = kdir_suite_symbols(ctx.repo, kdir)
+    rc, secs = run_logged(kdir_make_command(kdir.path, src, jobs or os.cpu_count() or 1, symbols), log,
                           f"building {MODULE}")
     if rc != 0:
         raise DriverError(f"building {MODULE} against {kdir.path} failed: "

@@ -20,7 +20,7 @@ COMMANDS = {"bench", "bisection", "check", "coverage", "mbox", "module_run", "se
             "stress"}
 # shared by the commands (and cli's handlers of run, build, prepare, fetch, report, profiles
 # and deps): engines, the report, the inputs, helpers
-BELOW = {"__init__", "boots", "checklist", "commits", "common", "console", "deps", "export",
+BELOW = {"__init__", "boots", "carry", "checklist", "commits", "common", "console", "deps", "export",
          "fetch", "lock", "machine", "params", "pipeline", "plot", "procs", "profile",
          "progress", "report", "run", "signature", "stats", "summary", "titles", "tree"}
 
