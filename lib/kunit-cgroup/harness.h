@@ -32,14 +32,6 @@
 #include <linux/signal.h>
 #include <linux/types.h>
 #include <linux/user_namespace.h>
-/*
- * The series' hooks (kernel/series): a base tree has none, and the
- * Makefile then builds only the suites that need none and leaves
- * CGK_HOOKS_HEADER undefined.
- */
-#ifdef CGK_HOOKS_HEADER
-#include <linux/cgroup_kunit.h>
-#endif
 
 #define CGK_MAX_THREADS		64
 #define CGK_FAILURE_LEN		160
@@ -404,35 +396,5 @@ void cgk_herd_expect_members(struct kunit *test, struct cgk_herd *herd,
 			     int (*where)(void *arg, unsigned int i), void *arg,
 			     struct cgroup *const *cgrps, const char *const *names,
 			     int nr);
-
-/**
- * cgk_sigpending_charge - charge a pending signal as signal delivery does
- * @uc: the recipient's ucounts
- * @override_rlimit: charge whatever the limits
- * @limit: the recipient's RLIMIT_SIGPENDING
- *
- * With the series' ucount patch, inc_rlimit_get_ucounts() checks @limit
- * itself (CGK_SIGPENDING_LIMIT_ARG, set by the Makefile); before it, the
- * caller compared the count it returned, as __sigqueue_alloc() did.
- *
- * Return: true if charged; dec_rlimit_put_ucounts() uncharges it.
- */
-static inline bool cgk_sigpending_charge(struct ucounts *uc,
-					 bool override_rlimit, long limit)
-{
-#ifdef CGK_SIGPENDING_LIMIT_ARG
-	return inc_rlimit_get_ucounts(uc, UCOUNT_RLIMIT_SIGPENDING,
-				      override_rlimit, limit);
-#else
-	long n = inc_rlimit_get_ucounts(uc, UCOUNT_RLIMIT_SIGPENDING,
-					override_rlimit);
-
-	if (n && !override_rlimit && n > limit) {
-		dec_rlimit_put_ucounts(uc, UCOUNT_RLIMIT_SIGPENDING);
-		n = 0;
-	}
-	return n;
-#endif
-}
 
 #endif /* _CGROUP_KUNIT_HARNESS_H */

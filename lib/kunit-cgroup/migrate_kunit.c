@@ -52,6 +52,7 @@
  */
 
 #include <linux/cgroup.h>
+#include <linux/cgroup_kunit.h>
 #include <linux/mutex.h>
 #include <linux/notifier.h>
 #include <linux/sched/signal.h>

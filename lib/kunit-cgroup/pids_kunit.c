@@ -29,6 +29,7 @@
  */
 
 #include <linux/cgroup.h>
+#include <linux/cgroup_kunit.h>
 #include <linux/delay.h>
 #include <linux/file.h>
 #include <linux/fs.h>

@@ -39,6 +39,7 @@
  */
 
 #include <linux/cgroup.h>
+#include <linux/cgroup_kunit.h>
 #include <linux/delay.h>
 #include <linux/hrtimer.h>
 #include <linux/kernel_stat.h>

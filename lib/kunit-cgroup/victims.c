@@ -8,6 +8,7 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/cgroup.h>
+#include <linux/cgroup_kunit.h>
 #include <linux/cred.h>
 #include <linux/delay.h>
 #include <linux/kthread.h>
@@ -116,7 +117,6 @@ static int cgk_victim_fn(void *arg)
 
 /* ---- CGK_VICTIM_USER: victims that can be frozen and killed ----------- */
 
-#ifdef CGK_USER_VICTIMS
 /*
  * What a user task does on its way back to user mode: get_signal() puts it
  * in the freezer's trap until its cgroup thaws, and does not return on
@@ -226,8 +226,6 @@ static int cgk_user_victim_fn(void *arg)
 	do_exit(0);
 }
 
-#endif /* CGK_USER_VICTIMS */
-
 /**
  * cgk_victim_dead - whether a started victim has exited (or was killed)
  * @v: the victim
@@ -304,7 +302,6 @@ struct task_struct *cgk_herd_start(struct cgk_herd *herd, unsigned int i,
 	pid_t pid;
 
 	if (herd->flags & CGK_VICTIM_USER) {
-#ifdef CGK_USER_VICTIMS
 		/*
 		 * Not a kthread, so no name: it shows as the test's thread,
 		 * with the fs_struct of userspace's init.
@@ -316,9 +313,6 @@ struct task_struct *cgk_herd_start(struct cgk_herd *herd, unsigned int i,
 		wait_for_completion(&v->started);
 		/* It runs on: cgk_herd_stop() stops it. */
 		return v->start_error ? ERR_PTR(v->start_error) : v->task;
-#else
-		return ERR_PTR(-EOPNOTSUPP);
-#endif
 	}
 	task = kthread_create(cgk_victim_fn, v, "%s-%u", name, i);
 	if (IS_ERR(task))

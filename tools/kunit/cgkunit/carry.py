@@ -94,7 +94,9 @@ class Backport:
     patch: Path  # relative to the project
 
 
-BACKPORTS: tuple[Backport, ...] = ()
+BACKPORTS: tuple[Backport, ...] = (
+    Backport("charge-limit", BACKPORT_DIR / "sigpending-charge-before-limit.patch"),
+)
 
 
 @dataclass(frozen=True)
