@@ -34,9 +34,9 @@ MODULE_IMPORT_NS("EXPORTED_FOR_KUNIT_TESTING");
 #define CGK_START_TIMEOUT_MS	10000
 /*
  * Interval of the diagnostic the test thread prints while the workers run,
- * so that a long duration_ms does not look like a hung kernel to a console
- * watchdog: the driver stops a boot after 300 s without output, or after
- * 30 s once a lockdep or hung-task report was printed.
+ * so that a long duration_ms does not look like a hung kernel to a watchdog
+ * reading the console, such as one that stops a boot after a few minutes
+ * without output, or sooner once a lockdep or hung-task report was printed.
  */
 #define CGK_HEARTBEAT_MS	20000
 
@@ -699,9 +699,9 @@ bool cgk_wait_for(bool (*cond)(void *arg), void *arg, unsigned int timeout_ms)
 
 /* ---- oracle ------------------------------------------------------------- */
 
-/* The report titles, first match wins: report_titles.h, which the driver reads too */
+/* The report titles, first match wins: report_titles.h */
 static const struct {
-	const char *kind;	/* the driver's word for the report */
+	const char *kind;	/* the report's kind, for tools reading the console */
 	const char *name;	/* the oracle's, in what it prints */
 	const char *pattern;
 } cgk_reports[] = {

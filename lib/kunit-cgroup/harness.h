@@ -10,15 +10,15 @@
  *
  * A herd is the set of victims of a case: kthreads that workers move between
  * cgroups while they fork children and add threads that soon exit
- * (victims.c, built with the cgroup test helpers of the series).
+ * (victims.c).
  *
  * The oracle watches the console while a case runs and turns any report
  * whose title report_titles.h lists (lockdep, KCSAN, KASAN, refcount_t,
  * WARNING, BUG, Oops, UBSAN, hung task, RCU stall, lockup, panic) into a
- * failure of that case, quoting the report's title. The driver classifies
- * the console with the same table. It is armed by cgk_case_init()
- * and checked by cgk_case_exit(), which every suite uses as its
- * .init and .exit.
+ * failure of that case, quoting the report's title; a tool reading the
+ * console can classify it with the same table. It is armed by
+ * cgk_case_init() and checked by cgk_case_exit(), which every suite uses
+ * as its .init and .exit.
  */
 #ifndef _CGROUP_KUNIT_HARNESS_H
 #define _CGROUP_KUNIT_HARNESS_H
@@ -229,12 +229,11 @@ int cgk_file_write_pid(struct file *file, struct task_struct *task, bool tgid);
 ssize_t cgk_file_read(struct vfsmount *mnt, const char *path, char *buf, size_t size);
 
 /*
- * Test hierarchies (hierarchy.c, built with the cgroup test helpers of the
- * series): removal of test cgroups, the baselines a case must get back to,
- * and the tree the migrate and css_set suites share: top (named after the
- * suite), a0..a2 in it, three leaves b<i>0..b<i>2 in each a<i>, and a leaf
- * in top that one worker keeps removing and re-creating while the others
- * migrate into it (the ephemeral leaf).
+ * Test hierarchies (hierarchy.c): removal of test cgroups, the baselines a
+ * case must get back to, and the tree the migrate and css_set suites share:
+ * top (named after the suite), a0..a2 in it, three leaves b<i>0..b<i>2 in
+ * each a<i>, and a leaf in top that one worker keeps removing and
+ * re-creating while the others migrate into it (the ephemeral leaf).
  */
 struct cgroup;
 

@@ -22,11 +22,11 @@
  * runs after it in the boot, later suites and later loads of the module,
  * would inherit that mode. cgroup_migrate_dynmods therefore switches it only
  * with the module parameter dynmods=1 (cgroup_kunit.dynmods=1 when built
- * in), meant for a boot of its own that runs only this suite, as the driver
- * gives it after its main boot; without it each of its cases is skipped,
- * saying why, and nothing is switched. cgroup_migrate comes first in the
- * module and skips itself if favordynmods is already on (in a load of the
- * module after one with dynmods=1, for instance).
+ * in), meant for a boot of its own that runs only this suite
+ * (kunit.filter_glob=cgroup_migrate_dynmods); without it each of its cases
+ * is skipped, saying why, and nothing is switched. cgroup_migrate comes
+ * first in the module and skips itself if favordynmods is already on (in a
+ * load of the module after one with dynmods=1, for instance).
  * Each victim is a kthread and so its own thread group; in
  * migrate_threadgroups and migrate_everything each victim also keeps adding
  * threads to its group (cgroup_fork_for_test(), CGROUP_FORK_TEST_THREAD)
