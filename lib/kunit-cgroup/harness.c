@@ -14,6 +14,7 @@
 #include <linux/kthread.h>
 #include <linux/math64.h>
 #include <linux/moduleparam.h>
+#include <linux/panic.h>
 #include <linux/preempt.h>
 #include <linux/random.h>
 #include <linux/sched/task.h>
@@ -48,6 +49,7 @@ static unsigned int threads_param;
 #define CGK_DEFAULT_DURATION_MS	1000
 static unsigned int duration_param = CGK_DEFAULT_DURATION_MS;
 static char provoke_param[32];
+static bool selfcheck_param;
 
 static const char * const cgk_provoke_names[] = { "lockdep", "kcsan", "warn" };
 
@@ -163,6 +165,24 @@ static struct kparam_string provoke_kps = {
 module_param_cb(provoke, &provoke_ops, &provoke_kps, 0444);
 MODULE_PARM_DESC(provoke, "deliberately provoke reports to prove the oracle: lockdep,kcsan,warn");
 
+static int selfcheck_set(const char *val, const struct kernel_param *kp)
+{
+	if (param_set_bool(val, kp)) {
+		pr_err("selfcheck=%s: want 1 or 0 (y or n)\n", val);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static const struct kernel_param_ops selfcheck_ops = {
+	.flags = KERNEL_PARAM_OPS_FL_NOARG,
+	.set = selfcheck_set,
+	.get = param_get_bool,
+};
+module_param_cb(selfcheck, &selfcheck_ops, &selfcheck_param, 0444);
+MODULE_PARM_DESC(selfcheck,
+		 "prove the oracle on real reports it captures, which taint the kernel (default 0)");
+
 /**
  * cgk_seed - the suite seed
  *
@@ -228,6 +248,30 @@ bool cgk_provoke(const char *what)
 			p++;
 	}
 	return false;
+}
+
+/**
+ * cgk_selfcheck - whether the oracle may prove itself on real reports
+ *
+ * The oracle_sees_* self-checks provoke a WARNING, a suspicious RCU usage
+ * report or a KCSAN data race, which taint the kernel (and panic one booted
+ * with panic_on_warn): they run only with the selfcheck module parameter.
+ *
+ * Return: the selfcheck module parameter.
+ */
+bool cgk_selfcheck(void)
+{
+	return selfcheck_param;
+}
+
+/**
+ * cgk_provoked - whether reports are provoked on purpose in this boot
+ *
+ * Return: true with selfcheck or any word in provoke.
+ */
+bool cgk_provoked(void)
+{
+	return selfcheck_param || provoke_param[0];
 }
 
 /* ---- parameters: thread counts ------------------------------------------ */
@@ -710,6 +754,9 @@ static const struct {
 #undef CGK_REPORT
 };
 
+/* Console lines the probe was called for, armed or not. */
+static atomic_long_t cgk_lines_seen;
+
 static struct {
 	spinlock_t lock;	/* guards the fields below */
 	bool armed;
@@ -735,6 +782,7 @@ static void cgk_probe_console(void *ignore, const char *buf, size_t len)
 	unsigned long flags;
 	int i;
 
+	atomic_long_inc(&cgk_lines_seen);
 	while (len && (*buf == ' ' || *buf == '\t')) {
 		buf++;
 		len--;
@@ -762,15 +810,74 @@ static void cgk_probe_console(void *ignore, const char *buf, size_t len)
 }
 
 /**
+ * cgk_oracle_feed - hand the oracle a line as if the console printed it
+ * @line: the line, without its printk prefix
+ *
+ * For the oracle's own checks: the title table and the capture, without a
+ * real report. What @line makes the oracle capture is taken back with
+ * cgk_oracle_take().
+ */
+void cgk_oracle_feed(const char *line)
+{
+	cgk_probe_console(NULL, line, strlen(line));
+}
+
+/**
+ * cgk_console_lines - console lines the oracle's probe was called for
+ *
+ * Return: the count since the module started; it moves with each line
+ * printed while a suite runs (the probe is attached from .suite_init to
+ * .suite_exit).
+ */
+unsigned long cgk_console_lines(void)
+{
+	return atomic_long_read(&cgk_lines_seen);
+}
+
+/* The kernel's taint flags when the first suite started; see cgk_taint_gained(). */
+static unsigned long cgk_taint_before;
+static bool cgk_taint_taken;
+
+static unsigned long cgk_taint_mask(void)
+{
+	unsigned long mask = 0;
+	int flag;
+
+	for (flag = 0; flag < TAINT_FLAGS_COUNT; flag++) {
+		if (test_taint(flag))
+			mask |= BIT(flag);
+	}
+	return mask;
+}
+
+/**
+ * cgk_taint_gained - taint flags the kernel gained while the suites ran
+ *
+ * KUnit's own TAINT_TEST aside.
+ *
+ * Return: the flags (BIT(TAINT_*)) set now that were not when the first
+ * suite of the module started.
+ */
+unsigned long cgk_taint_gained(void)
+{
+	return cgk_taint_mask() & ~cgk_taint_before & ~BIT(TAINT_TEST);
+}
+
+/**
  * cgk_suite_init - .suite_init of every cgroup_kunit suite
  * @suite: the suite
  *
- * Picks the seed if none was given and attaches the oracle to the console.
+ * Picks the seed if none was given, notes the kernel's taint flags when
+ * the first suite starts and attaches the oracle to the console.
  *
  * Return: 0 or a negative error.
  */
 int cgk_suite_init(struct kunit_suite *suite)
 {
+	if (!cgk_taint_taken) {
+		cgk_taint_before = cgk_taint_mask();
+		cgk_taint_taken = true;
+	}
 	/* seed=0 asks for a random seed; every case prints the one it uses. */
 	if (!seed_effective)
 		seed_effective = seed_param;

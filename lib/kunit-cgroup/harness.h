@@ -120,6 +120,8 @@ struct cgk_gang {
 u64 cgk_seed(void);
 unsigned int cgk_duration_ms(void);
 bool cgk_provoke(const char *what);
+bool cgk_selfcheck(void);
+bool cgk_provoked(void);
 bool cgk_too_short(struct kunit *test, const char *what);
 
 /**
@@ -210,6 +212,9 @@ void cgk_suite_exit(struct kunit_suite *suite);
 int cgk_case_init(struct kunit *test);
 void cgk_case_exit(struct kunit *test);
 unsigned int cgk_oracle_take(const char **kind, char *title, size_t len);
+void cgk_oracle_feed(const char *line);
+unsigned long cgk_console_lines(void);
+unsigned long cgk_taint_gained(void);
 
 /* Polling with an explained bound, for work finished asynchronously. */
 bool cgk_wait_for(bool (*cond)(void *arg), void *arg, unsigned int timeout_ms);

@@ -27,7 +27,7 @@ from typing import Any, Sequence
 from . import carry
 from . import profile as profiles
 from .common import Context, DriverError, read_text_file, run_logged, say, user_path, write_json
-from .params import SUITE_MODULE, param_rules, refused_value, suite_parameters
+from .params import SUITE_MODULE, param_rules, refused_value, suite_parameters, with_selfcheck
 from .pipeline import choose_qemu, prepare
 from .console import build_report, strip_prefix
 from .export import write_summary
@@ -492,7 +492,9 @@ def module_run(ctx: Context, profile_name: str, cycles: int, args_text: str,
     """Build (or, with kdir_text, build the module against KDIR), boot, load and unload
     CYCLES times; print the summary; the exit status."""
     check_cycles(cycles)
-    args = module_args(args_text, ctx.repo)
+    # the oracle's self-checks on real reports, as in every run of the driver, unless asked
+    args = [a.removeprefix(f"{SUITE_MODULE}.")
+            for a in with_selfcheck([f"{SUITE_MODULE}.{w}" for w in module_args(args_text, ctx.repo)])]
     prof = profiles.load_profile(ctx.repo, profile_name)
     if prof.arch != "x86_64":
         raise DriverError(f"module-run needs an x86_64 profile, not {prof.name} ({prof.arch})")

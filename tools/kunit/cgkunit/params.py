@@ -33,6 +33,10 @@ DYNMODS = "dynmods"
 DYNMODS_ON = f"{SUITE_MODULE}.{DYNMODS}=1"
 DYNMODS_SUITE = "cgroup_migrate_dynmods"
 MIGRATE = SUITE_DIR / "migrate_kunit.c"
+# harness.c's selfcheck: the oracle's self-checks that provoke real reports (which taint the
+# kernel) run only with selfcheck=1; the driver's boots set it unless told otherwise
+SELFCHECK = "selfcheck"
+SELFCHECK_ON = f"{SUITE_MODULE}.{SELFCHECK}=1"
 MIGRATE_CASE = re.compile(r"^[ \t]*CGK_CASE\(\s*([A-Za-z_]\w*)\s*\)", re.MULTILINE)
 # kstrtouint(val, 0, ...): an optional '+', then hex (0x), octal (leading 0) or decimal, and
 # an optional trailing newline
@@ -160,6 +164,7 @@ PARAM_RULES: dict[str, ValueRule] = {
     DURATION: ValueRule(_uint_in(*DURATION_RANGE), f"{DURATION_RANGE[0]}..{DURATION_RANGE[1]}"),
     "provoke": ValueRule(_provoke, f"a comma-separated list of {', '.join(PROVOKE_WORDS)}"),
     DYNMODS: ValueRule(_kstrtobool, "1 or 0 (y or n)"),
+    SELFCHECK: ValueRule(_kstrtobool, "1 or 0 (y or n)"),
 }
 # The benchmarks' parameters (bench_kunit.c) are ranges that change with the benchmarks:
 # read from their set() functions, `return <x>_uint_set(val, kp, LOW, HIGH);`.
@@ -229,6 +234,12 @@ def check_filter(glob: str, where: str = "filter", repo: Path | None = None) -> 
 def sets(words: Sequence[str], name: str) -> bool:
     """Whether a kernel command line sets the suite's parameter name (to any value)."""
     return any(_name(w) == name for w in words)
+
+
+def with_selfcheck(words: Sequence[str]) -> list[str]:
+    """A kernel command line with the oracle's self-checks on (SELFCHECK_ON appended), unless
+    it sets selfcheck itself (cgroup_kunit.selfcheck=0: a default boot, no report provoked)."""
+    return list(words) if sets(words, SELFCHECK) else [*words, SELFCHECK_ON]
 
 
 def dynmods_cases(repo: Path) -> list[str] | None:

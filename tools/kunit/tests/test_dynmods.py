@@ -111,7 +111,7 @@ def test_the_second_boot_has_dynmods_on_its_kunit_py_command_line() -> None:
     assert "--kernel_args=cgroup_kunit.dynmods=1" not in cmds[0] and cmds[0][-1] == "cgroup_*"
     assert [a for a in cmds[1] if a.startswith("--kernel_args=")] == [
         "--kernel_args=ncpus=4", "--kernel_args=cgroup_kunit.seed=5",
-        "--kernel_args=cgroup_kunit.dynmods=1"]
+        "--kernel_args=cgroup_kunit.dynmods=1", "--kernel_args=cgroup_kunit.selfcheck=1"]
     assert cmds[1][-1] == DYNMODS_SUITE
 
 
