@@ -52,6 +52,7 @@
  */
 
 #include <linux/cgroup.h>
+#include <linux/cgroup_kunit.h>
 #include <linux/cpumask.h>
 #include <linux/delay.h>
 #include <linux/kernel_stat.h>
@@ -64,6 +65,7 @@
 #include <trace/events/cgroup.h>
 
 #include "harness.h"
+#include "sigpending.h"
 
 static unsigned int bench_reps = 5;
 static unsigned int bench_migrations = 500000;

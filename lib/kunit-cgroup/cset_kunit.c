@@ -66,6 +66,7 @@
  */
 
 #include <linux/cgroup.h>
+#include <linux/cgroup_kunit.h>
 #include <linux/delay.h>
 #include <linux/mutex.h>
 #include <linux/pid.h>
@@ -815,17 +816,13 @@ static void cset_everything(struct kunit *test)
 	cs_run(test, &cs_everything);
 }
 
-/* Each case takes its time bound plus the teardown: KUnit calls that slow. */
-#define CS_CASE(fn) \
-	KUNIT_CASE_PARAM_ATTR(fn, cgk_threads_gen, { .speed = KUNIT_SPEED_SLOW })
-
 static struct kunit_case cgroup_css_set_cases[] = {
-	CS_CASE(cset_migrate_churn),
-	CS_CASE(cset_fork_exit),
-	CS_CASE(cset_shared_get_put),
-	CS_CASE(cset_rmdir_last_put),
-	CS_CASE(cset_controller_churn),
-	CS_CASE(cset_everything),
+	CGK_CASE(cset_migrate_churn),
+	CGK_CASE(cset_fork_exit),
+	CGK_CASE(cset_shared_get_put),
+	CGK_CASE(cset_rmdir_last_put),
+	CGK_CASE(cset_controller_churn),
+	CGK_CASE(cset_everything),
 	{}
 };
 

@@ -7,6 +7,7 @@
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/cgroup_kunit.h>
 #include <linux/cred.h>
 #include <linux/file.h>
 #include <linux/fs.h>

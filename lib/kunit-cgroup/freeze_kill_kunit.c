@@ -57,6 +57,7 @@
  */
 
 #include <linux/cgroup.h>
+#include <linux/cgroup_kunit.h>
 #include <linux/delay.h>
 #include <linux/file.h>
 #include <linux/fs.h>
@@ -635,28 +636,12 @@ static struct fk_case *fk_setup(struct kunit *test, unsigned long flags,
 
 /* ---- checks ------------------------------------------------------------- */
 
-static void fk_check_membership(struct fk_case *c)
+/* Where the bookkeeping has victim @i (cgk_herd_expect_members()). */
+static int fk_where(void *arg, unsigned int i)
 {
-	struct kunit *test = c->test;
-	unsigned int i;
-	int cg;
+	struct fk_case *c = arg;
 
-	for (cg = 0; cg < FK_NR_CGROUPS; cg++) {
-		struct css_task_iter it;
-		struct task_struct *task;
-		unsigned int expected = 0, found = 0;
-
-		css_task_iter_start(&c->cg[cg]->self, 0, &it);
-		while ((task = css_task_iter_next(&it))) {
-			for (i = 0; i < c->nr_victims; i++)
-				found += c->victims[i].cv->task == task;
-		}
-		css_task_iter_end(&it);
-		for (i = 0; i < c->nr_victims; i++)
-			expected += c->victims[i].cg == cg;
-		KUNIT_EXPECT_EQ_MSG(test, found, expected,
-				    "%s: task iterator and bookkeeping disagree", fk_name[cg]);
-	}
+	return c->victims[i].cg;
 }
 
 /*
@@ -1127,7 +1112,7 @@ static void fk_run(struct kunit *test, unsigned long flags)
 	if (flags & FK_KILL)
 		CGK_EXPECT_EXERCISED(test, atomic_long_read(&c->killed), "nothing was killed");
 
-	fk_check_membership(c);
+	cgk_herd_expect_members(test, c->herd, fk_where, c, c->cg, fk_name, FK_NR_CGROUPS);
 	fk_check_freeze_all(c);
 
 	kunit_release_action(test, fk_teardown, c);
@@ -1160,15 +1145,12 @@ static void freeze_kill_everything(struct kunit *test)
 	fk_run(test, FK_FREEZE | FK_KILL | FK_SIGNAL);
 }
 
-#define FK_CASE(fn) \
-	KUNIT_CASE_PARAM_ATTR(fn, cgk_threads_gen, { .speed = KUNIT_SPEED_SLOW })
-
 static struct kunit_case cgroup_freeze_kill_cases[] = {
-	FK_CASE(cgroup_freeze_migrate),
-	FK_CASE(cgroup_kill_migrate),
-	FK_CASE(signal_queue_kill),
-	FK_CASE(freeze_kill_everything),
-	FK_CASE(kill_forks_in_flight),
+	CGK_CASE(cgroup_freeze_migrate),
+	CGK_CASE(cgroup_kill_migrate),
+	CGK_CASE(signal_queue_kill),
+	CGK_CASE(freeze_kill_everything),
+	CGK_CASE(kill_forks_in_flight),
 	{}
 };
 

@@ -14,6 +14,7 @@
 #include <linux/kthread.h>
 #include <linux/math64.h>
 #include <linux/moduleparam.h>
+#include <linux/panic.h>
 #include <linux/preempt.h>
 #include <linux/random.h>
 #include <linux/sched/task.h>
@@ -34,9 +35,9 @@ MODULE_IMPORT_NS("EXPORTED_FOR_KUNIT_TESTING");
 #define CGK_START_TIMEOUT_MS	10000
 /*
  * Interval of the diagnostic the test thread prints while the workers run,
- * so that a long duration_ms does not look like a hung kernel to a console
- * watchdog: the driver stops a boot after 300 s without output, or after
- * 30 s once a lockdep or hung-task report was printed.
+ * so that a long duration_ms does not look like a hung kernel to a watchdog
+ * reading the console, such as one that stops a boot after a few minutes
+ * without output, or sooner once a lockdep or hung-task report was printed.
  */
 #define CGK_HEARTBEAT_MS	20000
 
@@ -48,6 +49,7 @@ static unsigned int threads_param;
 #define CGK_DEFAULT_DURATION_MS	1000
 static unsigned int duration_param = CGK_DEFAULT_DURATION_MS;
 static char provoke_param[32];
+static bool selfcheck_param;
 
 static const char * const cgk_provoke_names[] = { "lockdep", "kcsan", "warn" };
 
@@ -163,6 +165,24 @@ static struct kparam_string provoke_kps = {
 module_param_cb(provoke, &provoke_ops, &provoke_kps, 0444);
 MODULE_PARM_DESC(provoke, "deliberately provoke reports to prove the oracle: lockdep,kcsan,warn");
 
+static int selfcheck_set(const char *val, const struct kernel_param *kp)
+{
+	if (param_set_bool(val, kp)) {
+		pr_err("selfcheck=%s: want 1 or 0 (y or n)\n", val);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static const struct kernel_param_ops selfcheck_ops = {
+	.flags = KERNEL_PARAM_OPS_FL_NOARG,
+	.set = selfcheck_set,
+	.get = param_get_bool,
+};
+module_param_cb(selfcheck, &selfcheck_ops, &selfcheck_param, 0444);
+MODULE_PARM_DESC(selfcheck,
+		 "prove the oracle on real reports it captures, which taint the kernel (default 0)");
+
 /**
  * cgk_seed - the suite seed
  *
@@ -230,11 +250,50 @@ bool cgk_provoke(const char *what)
 	return false;
 }
 
+/**
+ * cgk_selfcheck - whether the oracle may prove itself on real reports
+ *
+ * The oracle_sees_* self-checks provoke a WARNING, a suspicious RCU usage
+ * report or a KCSAN data race, which taint the kernel (and panic one booted
+ * with panic_on_warn): they run only with the selfcheck module parameter.
+ *
+ * Return: the selfcheck module parameter.
+ */
+bool cgk_selfcheck(void)
+{
+	return selfcheck_param;
+}
+
+/**
+ * cgk_provoked - whether reports are provoked on purpose in this boot
+ *
+ * Return: true with selfcheck or any word in provoke.
+ */
+bool cgk_provoked(void)
+{
+	return selfcheck_param || provoke_param[0];
+}
+
 /* ---- parameters: thread counts ------------------------------------------ */
 
 /* Workers per online CPU of each instance, in this order: 2x first. */
 static const unsigned int cgk_threads_per_cpu[] = { 2, 1, 4 };
 static unsigned int cgk_threads_default[ARRAY_SIZE(cgk_threads_per_cpu)];
+/* Why every case of the running suite skips: set by cgk_suite_skip(). */
+static const char *cgk_skip_suite;
+
+/**
+ * cgk_suite_skip - skip every CGK_CASE() of the suite about to run
+ * @why: the reason each case gives; must stay valid while the suite runs
+ *
+ * For a suite's .suite_init, for a suite that cannot run in this boot:
+ * cgk_threads_gen() then yields no thread count and marks the case skipped
+ * with @why. cgk_suite_exit() clears it.
+ */
+void cgk_suite_skip(const char *why)
+{
+	cgk_skip_suite = why;
+}
 
 /**
  * cgk_threads_gen - KUnit parameter generator over thread counts
@@ -248,13 +307,18 @@ static unsigned int cgk_threads_default[ARRAY_SIZE(cgk_threads_per_cpu)];
  * every worker at once; more than one per CPU also preempts workers inside
  * the paths they race, which is where a missing lock or barrier shows.
  *
- * Return: the next thread count, or NULL after the last.
+ * Return: the next thread count, or NULL after the last (and for every case
+ * of a suite that cgk_suite_skip() skips).
  */
 const void *cgk_threads_gen(struct kunit *test, const void *prev, char *desc)
 {
 	const unsigned int *p = prev;
 	unsigned int i;
 
+	if (cgk_skip_suite) {
+		kunit_mark_skipped(test, "%s", cgk_skip_suite);
+		return NULL;
+	}
 	if (threads_param) {
 		if (p)
 			return NULL;
@@ -679,9 +743,9 @@ bool cgk_wait_for(bool (*cond)(void *arg), void *arg, unsigned int timeout_ms)
 
 /* ---- oracle ------------------------------------------------------------- */
 
-/* The report titles, first match wins: report_titles.h, which the driver reads too */
+/* The report titles, first match wins: report_titles.h */
 static const struct {
-	const char *kind;	/* the driver's word for the report */
+	const char *kind;	/* the report's kind, for tools reading the console */
 	const char *name;	/* the oracle's, in what it prints */
 	const char *pattern;
 } cgk_reports[] = {
@@ -689,6 +753,9 @@ static const struct {
 #include "report_titles.h"
 #undef CGK_REPORT
 };
+
+/* Console lines the probe was called for, armed or not. */
+static atomic_long_t cgk_lines_seen;
 
 static struct {
 	spinlock_t lock;	/* guards the fields below */
@@ -715,6 +782,7 @@ static void cgk_probe_console(void *ignore, const char *buf, size_t len)
 	unsigned long flags;
 	int i;
 
+	atomic_long_inc(&cgk_lines_seen);
 	while (len && (*buf == ' ' || *buf == '\t')) {
 		buf++;
 		len--;
@@ -742,15 +810,74 @@ static void cgk_probe_console(void *ignore, const char *buf, size_t len)
 }
 
 /**
+ * cgk_oracle_feed - hand the oracle a line as if the console printed it
+ * @line: the line, without its printk prefix
+ *
+ * For the oracle's own checks: the title table and the capture, without a
+ * real report. What @line makes the oracle capture is taken back with
+ * cgk_oracle_take().
+ */
+void cgk_oracle_feed(const char *line)
+{
+	cgk_probe_console(NULL, line, strlen(line));
+}
+
+/**
+ * cgk_console_lines - console lines the oracle's probe was called for
+ *
+ * Return: the count since the module started; it moves with each line
+ * printed while a suite runs (the probe is attached from .suite_init to
+ * .suite_exit).
+ */
+unsigned long cgk_console_lines(void)
+{
+	return atomic_long_read(&cgk_lines_seen);
+}
+
+/* The kernel's taint flags when the first suite started; see cgk_taint_gained(). */
+static unsigned long cgk_taint_before;
+static bool cgk_taint_taken;
+
+static unsigned long cgk_taint_mask(void)
+{
+	unsigned long mask = 0;
+	int flag;
+
+	for (flag = 0; flag < TAINT_FLAGS_COUNT; flag++) {
+		if (test_taint(flag))
+			mask |= BIT(flag);
+	}
+	return mask;
+}
+
+/**
+ * cgk_taint_gained - taint flags the kernel gained while the suites ran
+ *
+ * KUnit's own TAINT_TEST aside.
+ *
+ * Return: the flags (BIT(TAINT_*)) set now that were not when the first
+ * suite of the module started.
+ */
+unsigned long cgk_taint_gained(void)
+{
+	return cgk_taint_mask() & ~cgk_taint_before & ~BIT(TAINT_TEST);
+}
+
+/**
  * cgk_suite_init - .suite_init of every cgroup_kunit suite
  * @suite: the suite
  *
- * Picks the seed if none was given and attaches the oracle to the console.
+ * Picks the seed if none was given, notes the kernel's taint flags when
+ * the first suite starts and attaches the oracle to the console.
  *
  * Return: 0 or a negative error.
  */
 int cgk_suite_init(struct kunit_suite *suite)
 {
+	if (!cgk_taint_taken) {
+		cgk_taint_before = cgk_taint_mask();
+		cgk_taint_taken = true;
+	}
 	/* seed=0 asks for a random seed; every case prints the one it uses. */
 	if (!seed_effective)
 		seed_effective = seed_param;
@@ -765,6 +892,7 @@ int cgk_suite_init(struct kunit_suite *suite)
  */
 void cgk_suite_exit(struct kunit_suite *suite)
 {
+	cgk_skip_suite = NULL;
 	unregister_trace_console(cgk_probe_console, NULL);
 	tracepoint_synchronize_unregister();
 }

@@ -10,15 +10,15 @@
  *
  * A herd is the set of victims of a case: kthreads that workers move between
  * cgroups while they fork children and add threads that soon exit
- * (victims.c, built with the cgroup test helpers of the series).
+ * (victims.c).
  *
  * The oracle watches the console while a case runs and turns any report
  * whose title report_titles.h lists (lockdep, KCSAN, KASAN, refcount_t,
  * WARNING, BUG, Oops, UBSAN, hung task, RCU stall, lockup, panic) into a
- * failure of that case, quoting the report's title. The driver classifies
- * the console with the same table. It is armed by cgk_case_init()
- * and checked by cgk_case_exit(), which every suite uses as its
- * .init and .exit.
+ * failure of that case, quoting the report's title; a tool reading the
+ * console can classify it with the same table. It is armed by
+ * cgk_case_init() and checked by cgk_case_exit(), which every suite uses
+ * as its .init and .exit.
  */
 #ifndef _CGROUP_KUNIT_HARNESS_H
 #define _CGROUP_KUNIT_HARNESS_H
@@ -32,14 +32,6 @@
 #include <linux/signal.h>
 #include <linux/types.h>
 #include <linux/user_namespace.h>
-/*
- * The series' hooks (kernel/series): a base tree has none, and the
- * Makefile then builds only the suites that need none and leaves
- * CGK_HOOKS_HEADER undefined.
- */
-#ifdef CGK_HOOKS_HEADER
-#include <linux/cgroup_kunit.h>
-#endif
 
 #define CGK_MAX_THREADS		64
 #define CGK_FAILURE_LEN		160
@@ -128,6 +120,8 @@ struct cgk_gang {
 u64 cgk_seed(void);
 unsigned int cgk_duration_ms(void);
 bool cgk_provoke(const char *what);
+bool cgk_selfcheck(void);
+bool cgk_provoked(void);
 bool cgk_too_short(struct kunit *test, const char *what);
 
 /**
@@ -200,6 +194,17 @@ void cgk_cpus_finish(struct cgk_cpus *d);
 /* Parameters: thread counts. */
 const void *cgk_threads_gen(struct kunit *test, const void *prev, char *desc);
 unsigned int cgk_param_threads(struct kunit *test);
+void cgk_suite_skip(const char *why);
+
+/**
+ * CGK_CASE - a case run once per thread count (cgk_threads_gen())
+ * @fn: the case
+ *
+ * Each instance takes its time bound plus the teardown: KUnit calls that
+ * slow. cgk_suite_skip() skips every CGK_CASE() of a suite.
+ */
+#define CGK_CASE(fn) \
+	KUNIT_CASE_PARAM_ATTR(fn, cgk_threads_gen, { .speed = KUNIT_SPEED_SLOW })
 
 /* Oracle, used as each suite's .init/.exit and .suite_init/.suite_exit. */
 int cgk_suite_init(struct kunit_suite *suite);
@@ -207,6 +212,9 @@ void cgk_suite_exit(struct kunit_suite *suite);
 int cgk_case_init(struct kunit *test);
 void cgk_case_exit(struct kunit *test);
 unsigned int cgk_oracle_take(const char **kind, char *title, size_t len);
+void cgk_oracle_feed(const char *line);
+unsigned long cgk_console_lines(void);
+unsigned long cgk_taint_gained(void);
 
 /* Polling with an explained bound, for work finished asynchronously. */
 bool cgk_wait_for(bool (*cond)(void *arg), void *arg, unsigned int timeout_ms);
@@ -226,12 +234,11 @@ int cgk_file_write_pid(struct file *file, struct task_struct *task, bool tgid);
 ssize_t cgk_file_read(struct vfsmount *mnt, const char *path, char *buf, size_t size);
 
 /*
- * Test hierarchies (hierarchy.c, built with the cgroup test helpers of the
- * series): removal of test cgroups, the baselines a case must get back to,
- * and the tree the migrate and css_set suites share: top (named after the
- * suite), a0..a2 in it, three leaves b<i>0..b<i>2 in each a<i>, and a leaf
- * in top that one worker keeps removing and re-creating while the others
- * migrate into it (the ephemeral leaf).
+ * Test hierarchies (hierarchy.c): removal of test cgroups, the baselines a
+ * case must get back to, and the tree the migrate and css_set suites share:
+ * top (named after the suite), a0..a2 in it, three leaves b<i>0..b<i>2 in
+ * each a<i>, and a leaf in top that one worker keeps removing and
+ * re-creating while the others migrate into it (the ephemeral leaf).
  */
 struct cgroup;
 
@@ -389,35 +396,9 @@ bool cgk_herd_settled(struct kunit *test, struct cgk_herd *herd, unsigned int ti
 bool cgk_herd_stop(struct cgk_herd *herd, unsigned int timeout_ms);
 unsigned long cgk_herd_forks(struct cgk_herd *herd);
 unsigned long cgk_herd_thread_forks(struct cgk_herd *herd);
-
-/**
- * cgk_sigpending_charge - charge a pending signal as signal delivery does
- * @uc: the recipient's ucounts
- * @override_rlimit: charge whatever the limits
- * @limit: the recipient's RLIMIT_SIGPENDING
- *
- * With the series' ucount patch, inc_rlimit_get_ucounts() checks @limit
- * itself (CGK_SIGPENDING_LIMIT_ARG, set by the Makefile); before it, the
- * caller compared the count it returned, as __sigqueue_alloc() did.
- *
- * Return: true if charged; dec_rlimit_put_ucounts() uncharges it.
- */
-static inline bool cgk_sigpending_charge(struct ucounts *uc,
-					 bool override_rlimit, long limit)
-{
-#ifdef CGK_SIGPENDING_LIMIT_ARG
-	return inc_rlimit_get_ucounts(uc, UCOUNT_RLIMIT_SIGPENDING,
-				      override_rlimit, limit);
-#else
-	long n = inc_rlimit_get_ucounts(uc, UCOUNT_RLIMIT_SIGPENDING,
-					override_rlimit);
-
-	if (n && !override_rlimit && n > limit) {
-		dec_rlimit_put_ucounts(uc, UCOUNT_RLIMIT_SIGPENDING);
-		n = 0;
-	}
-	return n;
-#endif
-}
+void cgk_herd_expect_members(struct kunit *test, struct cgk_herd *herd,
+			     int (*where)(void *arg, unsigned int i), void *arg,
+			     struct cgroup *const *cgrps, const char *const *names,
+			     int nr);
 
 #endif /* _CGROUP_KUNIT_HARNESS_H */

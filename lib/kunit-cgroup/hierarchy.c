@@ -7,6 +7,7 @@
  */
 
 #include <linux/cgroup.h>
+#include <linux/cgroup_kunit.h>
 #include <linux/delay.h>
 #include <linux/mutex.h>
 #include <linux/rcupdate.h>

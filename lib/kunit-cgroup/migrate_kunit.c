@@ -22,11 +22,11 @@
  * runs after it in the boot, later suites and later loads of the module,
  * would inherit that mode. cgroup_migrate_dynmods therefore switches it only
  * with the module parameter dynmods=1 (cgroup_kunit.dynmods=1 when built
- * in), meant for a boot of its own that runs only this suite, as the driver
- * gives it after its main boot; without it each of its cases is skipped,
- * saying why, and nothing is switched. cgroup_migrate comes first in the
- * module and skips itself if favordynmods is already on (in a load of the
- * module after one with dynmods=1, for instance).
+ * in), meant for a boot of its own that runs only this suite
+ * (kunit.filter_glob=cgroup_migrate_dynmods); without it each of its cases
+ * is skipped, saying why, and nothing is switched. cgroup_migrate comes
+ * first in the module and skips itself if favordynmods is already on (in a
+ * load of the module after one with dynmods=1, for instance).
  * Each victim is a kthread and so its own thread group; in
  * migrate_threadgroups and migrate_everything each victim also keeps adding
  * threads to its group (cgroup_fork_for_test(), CGROUP_FORK_TEST_THREAD)
@@ -52,6 +52,7 @@
  */
 
 #include <linux/cgroup.h>
+#include <linux/cgroup_kunit.h>
 #include <linux/mutex.h>
 #include <linux/notifier.h>
 #include <linux/sched/signal.h>
@@ -644,41 +645,27 @@ static int mg_global_suite_init(struct kunit_suite *suite)
 	return cgk_suite_init(suite);
 }
 
+/* Without dynmods=1 every case of cgroup_migrate_dynmods skips, saying why. */
 static int mg_dynmods_suite_init(struct kunit_suite *suite)
 {
 	mg_expect_dynmods = true;
 	if (mg_dynmods)
 		cgroup_favor_dynmods_for_test();
+	else
+		cgk_suite_skip(MG_DYNMODS_OFF);
 	return cgk_suite_init(suite);
 }
 
-/*
- * The thread counts of a case (cgk_threads_gen()); none for the cases of
- * cgroup_migrate_dynmods without dynmods=1, which are skipped, saying why.
- */
-static const void *mg_threads_gen(struct kunit *test, const void *prev, char *desc)
-{
-	if (mg_expect_dynmods && !mg_dynmods) {
-		kunit_mark_skipped(test, MG_DYNMODS_OFF);
-		return NULL;
-	}
-	return cgk_threads_gen(test, prev, desc);
-}
-
-/* Each case takes its time bound plus the teardown: KUnit calls that slow. */
-#define MG_CASE(fn) \
-	KUNIT_CASE_PARAM_ATTR(fn, mg_threads_gen, { .speed = KUNIT_SPEED_SLOW })
-
 #define MG_CASES(name)					\
 static struct kunit_case name[] = {			\
-	MG_CASE(migrate_idle),				\
-	MG_CASE(migrate_fork_churn),			\
-	MG_CASE(migrate_hot_victims),			\
-	MG_CASE(migrate_rmdir_race),			\
-	MG_CASE(migrate_injected_failure),		\
-	MG_CASE(migrate_threadgroups),			\
-	MG_CASE(migrate_cpu_hotplug),			\
-	MG_CASE(migrate_everything),			\
+	CGK_CASE(migrate_idle),				\
+	CGK_CASE(migrate_fork_churn),			\
+	CGK_CASE(migrate_hot_victims),			\
+	CGK_CASE(migrate_rmdir_race),			\
+	CGK_CASE(migrate_injected_failure),		\
+	CGK_CASE(migrate_threadgroups),			\
+	CGK_CASE(migrate_cpu_hotplug),			\
+	CGK_CASE(migrate_everything),			\
 	{}						\
 }
 

@@ -6,13 +6,23 @@
  * counter, and checks both are exact and that every worker ran: the start
  * barrier, the stop rules and the join work.
  *
- * The oracle_sees_* cases run on every boot and prove the oracle from inside,
- * as kcsan_test does: each provokes one report, takes it off the oracle
- * (cgk_oracle_take()), checks that the oracle captured exactly that kind,
- * and passes. They print "oracle: expected <kind> report captured (<n>):
- * <title>", which the driver reads to not count those <n> reports as
- * findings. They only use reports after which their detector keeps
- * working for the rest of the boot:
+ * On every boot the oracle proves itself without a report, so without
+ * tainting the kernel:
+ *  - oracle_matches_titles hands the oracle lines as if the console had
+ *    printed them (cgk_oracle_feed()): a title of each kind of report is
+ *    captured as that kind, and lines that only look like one are not;
+ *  - oracle_probe_attached prints a line and checks that the probe on the
+ *    console tracepoint was called for it.
+ *
+ * With cgroup_kunit.selfcheck=1 the oracle_sees_* cases prove it on real
+ * reports, as kcsan_test does: each provokes one report, takes it off the
+ * oracle (cgk_oracle_take()), checks that the oracle captured exactly that
+ * kind, and passes. They print "oracle: expected <kind> report captured
+ * (<n>): <title>", so that a tool scanning the console can tell those <n>
+ * reports from findings. The reports taint the kernel, and the WARN() and
+ * the KCSAN report panic one booted with panic_on_warn, hence the parameter.
+ * They only use reports after which their detector keeps working for the
+ * rest of the boot:
  *  - oracle_sees_warning: a WARN();
  *  - oracle_sees_lockdep: lockdep's suspicious-RCU report (an
  *    rcu_dereference() outside any RCU reader), which lockdep prints without
@@ -29,7 +39,7 @@
  * the case that caused it. They are skipped unless asked for with
  * cgroup_kunit.provoke=lockdep,kcsan,warn, and each is then expected to FAIL,
  * quoting the report. Lockdep reports once per boot, so ask for lockdep in a
- * boot of its own (the driver's "check" job does).
+ * boot of its own.
  */
 
 #include <linux/mutex.h>
@@ -111,8 +121,71 @@ static void oracle_expect(struct kunit *test, const char *want, const char *pref
 	kunit_info(test, "oracle: expected %s report captured (%u): %s\n", want, n, title);
 }
 
+/* A line the console might print, and the report the oracle must see in it. */
+struct oracle_line {
+	const char *line;
+	const char *kind;	/* the oracle's name for the report, NULL for none */
+};
+
+static const struct oracle_line oracle_lines[] = {
+	{ "WARNING: CPU: 1 PID: 42 at kernel/cgroup/cgroup.c:100 cgroup_x+0x1/0x2", "WARNING" },
+	{ "WARNING: kernel/cgroup/cgroup.c:100 at cgroup_x+0x1/0x2, CPU#1: kworker/1:1/42",
+	  "WARNING" },
+	{ "WARNING: possible circular locking dependency detected", "lockdep" },
+	{ "WARNING: suspicious RCU usage", "lockdep" },
+	{ "BUG: KCSAN: data-race in cgroup_x / cgroup_y", "KCSAN" },
+	{ "BUG: KASAN: slab-use-after-free in cgroup_x+0x1/0x2", "KASAN" },
+	{ "refcount_t: underflow; use-after-free.", "refcount_t" },
+	{ "BUG: kernel NULL pointer dereference, address: 0000000000000008", "BUG" },
+	{ "Oops: general protection fault, probably for non-canonical address", "Oops" },
+	{ "INFO: task kworker/1:1:42 blocked for more than 120 seconds.", "hung-task" },
+	{ "rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:", "RCU-stall" },
+	{ "watchdog: BUG: soft lockup - CPU#1 stuck for 22s! [kworker/1:1:42]", "lockup" },
+	{ "UBSAN: shift-out-of-bounds in kernel/cgroup/cgroup.c:100:5", "UBSAN" },
+	{ "\t  WARNING: suspicious RCU usage", "lockdep" },
+	{ "WARNING: Spectre v2 mitigation leaves CPU vulnerable to RETBleed attacks", NULL },
+	{ "BUGS: none", NULL },
+	{ "cgroup_kunit: seed=1 threads=2 duration_ms=1000", NULL },
+	{ "", NULL },
+};
+
+/* The title table and the capture, fed lines the console did not print. */
+static void oracle_matches_titles(struct kunit *test)
+{
+	char title[CGK_FAILURE_LEN];
+	const char *kind;
+	unsigned int i, n;
+
+	for (i = 0; i < ARRAY_SIZE(oracle_lines); i++) {
+		const struct oracle_line *l = &oracle_lines[i];
+
+		cgk_oracle_feed(l->line);
+		n = cgk_oracle_take(&kind, title, sizeof(title));
+		if (!l->kind) {
+			KUNIT_EXPECT_EQ_MSG(test, n, 0U, "line %u taken for a %s report", i, kind);
+			continue;
+		}
+		KUNIT_EXPECT_EQ_MSG(test, n, 1U, "line %u: no report captured", i);
+		if (n)
+			KUNIT_EXPECT_STREQ_MSG(test, kind, l->kind, "line %u", i);
+	}
+}
+
+/* The probe sits on the console tracepoint: a line printed reaches it. */
+static void oracle_probe_attached(struct kunit *test)
+{
+	unsigned long before = cgk_console_lines();
+
+	kunit_info(test, "oracle: a line for the console probe\n");
+	KUNIT_EXPECT_GT_MSG(test, cgk_console_lines(), before,
+			    "the console probe was not called for a line printed");
+}
+
 static void oracle_sees_warning(struct kunit *test)
 {
+	if (!cgk_selfcheck())
+		kunit_skip(test, "provokes a WARNING; enable with cgroup_kunit.selfcheck=1");
+
 	WARN(1, "cgroup_kunit: a warning the oracle must see\n");
 	oracle_expect(test, "WARNING", "WARNING: ", false);
 }
@@ -129,6 +202,8 @@ static void oracle_sees_lockdep(struct kunit *test)
 
 	if (!IS_ENABLED(CONFIG_PROVE_RCU))
 		kunit_skip(test, "needs CONFIG_PROVE_RCU");
+	if (!cgk_selfcheck())
+		kunit_skip(test, "provokes a lockdep report; enable with cgroup_kunit.selfcheck=1");
 	if (!debug_lockdep_rcu_enabled())
 		kunit_skip(test, "lockdep is off in this boot");
 
@@ -166,6 +241,8 @@ static void oracle_sees_kcsan(struct kunit *test)
 {
 	if (!IS_ENABLED(CONFIG_KCSAN))
 		kunit_skip(test, "needs CONFIG_KCSAN");
+	if (!cgk_selfcheck())
+		kunit_skip(test, "provokes a KCSAN report; enable with cgroup_kunit.selfcheck=1");
 
 	oracle_race(test, &oracle_racy);
 	oracle_expect(test, "KCSAN", "BUG: KCSAN: data-race in ", true);
@@ -215,6 +292,8 @@ static void provoke_warn(struct kunit *test)
 
 static struct kunit_case cgroup_kunit_oracle_cases[] = {
 	KUNIT_CASE_PARAM(gang_counts, cgk_threads_gen),
+	KUNIT_CASE(oracle_matches_titles),
+	KUNIT_CASE(oracle_probe_attached),
 	KUNIT_CASE(oracle_sees_warning),
 	KUNIT_CASE(oracle_sees_lockdep),
 	KUNIT_CASE(oracle_sees_kcsan),

@@ -29,6 +29,7 @@
  */
 
 #include <linux/cgroup.h>
+#include <linux/cgroup_kunit.h>
 #include <linux/delay.h>
 #include <linux/file.h>
 #include <linux/fs.h>
@@ -265,28 +266,12 @@ static struct pd_case *pd_setup(struct kunit *test, unsigned int nr_victims)
 
 /* ---- checks ------------------------------------------------------------- */
 
-static void pd_check_membership(struct pd_case *c)
+/* Where the bookkeeping has victim @i (cgk_herd_expect_members()). */
+static int pd_where(void *arg, unsigned int i)
 {
-	struct kunit *test = c->test;
-	unsigned int i;
-	int cg;
+	struct pd_case *c = arg;
 
-	for (cg = 1; cg < PD_NR_CGROUPS; cg++) {
-		struct css_task_iter it;
-		struct task_struct *task;
-		unsigned int expected = 0, found = 0;
-
-		css_task_iter_start(&c->cg[cg]->self, 0, &it);
-		while ((task = css_task_iter_next(&it))) {
-			for (i = 0; i < c->nr_victims; i++)
-				found += c->victims[i].cv->task == task;
-		}
-		css_task_iter_end(&it);
-		for (i = 0; i < c->nr_victims; i++)
-			expected += c->victims[i].cg == cg;
-		KUNIT_EXPECT_EQ_MSG(test, found, expected,
-				    "%s: task iterator and bookkeeping disagree", pd_name[cg]);
-	}
+	return c->victims[i].cg;
 }
 
 static bool pd_quiet(void *arg)
@@ -351,7 +336,7 @@ static void pids_limit_fork_churn(struct kunit *test)
 	kunit_info(test, "%ld moves, %ld samples, %lu forks\n", atomic_long_read(&c->moves),
 		   atomic_long_read(&c->samples), cgk_herd_forks(c->herd));
 	CGK_EXPECT_EXERCISED(test, atomic_long_read(&c->moves), "no move succeeded");
-	pd_check_membership(c);
+	cgk_herd_expect_members(test, c->herd, pd_where, c, c->cg, pd_name, PD_NR_CGROUPS);
 	pd_check_events(c);
 
 	kunit_release_action(test, pd_teardown, c);
@@ -359,8 +344,7 @@ static void pids_limit_fork_churn(struct kunit *test)
 }
 
 static struct kunit_case cgroup_pids_cases[] = {
-	KUNIT_CASE_PARAM_ATTR(pids_limit_fork_churn, cgk_threads_gen,
-			      { .speed = KUNIT_SPEED_SLOW }),
+	CGK_CASE(pids_limit_fork_churn),
 	{}
 };
 

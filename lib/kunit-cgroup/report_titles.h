@@ -2,13 +2,12 @@
 /*
  * The titles of kernel reports: the line that starts a lockdep, KCSAN,
  * KASAN, WARNING, BUG, ... report. One table for the suite's console oracle
- * (harness.c matches each console line with glob_match()) and for the driver,
- * which reads this file to find the reports in a console log
- * (tools/kunit/cgkunit/titles.py).
+ * (harness.c matches each console line with glob_match()) and for tools that
+ * find the reports in a console log, which can read this file.
  *
  * CGK_REPORT(kind, name, pattern): a console line that matches pattern, less
- * its printk prefix, is the title of a report of that kind. kind is the
- * driver's word for it (report.py, failure signatures); name is the oracle's
+ * its printk prefix, is the title of a report of that kind. kind is a short
+ * lower-case word for it, for such tools; name is the oracle's
  * ("oracle: <name> report while the case ran: <title>"): one name per kind,
  * without blanks. The first pattern that matches wins, so a specific pattern
  * goes before a general one of another kind. A pattern is glob(7): * ? [a-z]

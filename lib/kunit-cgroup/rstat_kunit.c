@@ -39,6 +39,7 @@
  */
 
 #include <linux/cgroup.h>
+#include <linux/cgroup_kunit.h>
 #include <linux/delay.h>
 #include <linux/hrtimer.h>
 #include <linux/kernel_stat.h>
@@ -909,17 +910,14 @@ static void rstat_removed_unqueued(struct kunit *test)
 	cgk_expect_baseline(test, &u->base, RS_SETTLE_TIMEOUT_MS);
 }
 
-#define RS_CASE(fn) \
-	KUNIT_CASE_PARAM_ATTR(fn, cgk_threads_gen, { .speed = KUNIT_SPEED_SLOW })
-
 static struct kunit_case cgroup_rstat_cases[] = {
-	RS_CASE(rstat_base_exact),
-	RS_CASE(rstat_memcg_exact),
-	RS_CASE(rstat_irq_updates),
-	RS_CASE(rstat_subsys_isolation),
-	RS_CASE(rstat_teardown_pending),
-	RS_CASE(rstat_cpu_hotplug),
-	RS_CASE(rstat_everything),
+	CGK_CASE(rstat_base_exact),
+	CGK_CASE(rstat_memcg_exact),
+	CGK_CASE(rstat_irq_updates),
+	CGK_CASE(rstat_subsys_isolation),
+	CGK_CASE(rstat_teardown_pending),
+	CGK_CASE(rstat_cpu_hotplug),
+	CGK_CASE(rstat_everything),
 	KUNIT_CASE(rstat_removed_unqueued),
 	{}
 };

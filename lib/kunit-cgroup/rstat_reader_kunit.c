@@ -61,6 +61,7 @@
  */
 
 #include <linux/cgroup.h>
+#include <linux/cgroup_kunit.h>
 #include <linux/cpumask.h>
 #include <linux/delay.h>
 #include <linux/file.h>
@@ -344,7 +345,6 @@ static void rr_one_read(struct cgk_worker *w, struct rr_case *c)
 		atomic_long_inc(&c->reads);
 }
 
-#ifdef CGK_TEST_MOUNTS
 /* ---- reads through the file --------------------------------------------- */
 
 static bool rr_file_check(struct cgk_worker *w, const char *what, unsigned int slot,
@@ -415,11 +415,6 @@ static void rr_file_read(struct cgk_worker *w, struct rr_case *c)
 	if (rr_file_check(w, what, i, before, path))
 		atomic_long_inc(&c->reads);
 }
-#else
-static void rr_file_read(struct cgk_worker *w, struct rr_case *c)
-{
-}
-#endif /* CGK_TEST_MOUNTS */
 
 /* Create a leaf, let others charge and read it, remove it while they do. */
 static void rr_churn(struct cgk_worker *w, struct rr_case *c)
@@ -573,7 +568,6 @@ static struct rr_case *rr_setup(struct kunit *test, enum rr_kind kind)
 		snprintf(name, sizeof(name), "leaf%d", i);
 		c->leaf[i].cgrp = rr_create(test, c->top.cgrp, name);
 	}
-#ifdef CGK_TEST_MOUNTS
 	if (kind == RR_FILE) {
 		struct cgroup *root;
 		struct vfsmount *mnt = cgroup_mount_for_test(NULL, &root);
@@ -582,7 +576,6 @@ static struct rr_case *rr_setup(struct kunit *test, enum rr_kind kind)
 		c->mnt = mnt;
 		KUNIT_ASSERT_PTR_EQ(test, root, &cgrp_dfl_root.cgrp);
 	}
-#endif
 	return c;
 }
 
@@ -710,27 +703,20 @@ static void reader_one_snapshot(struct kunit *test)
 	rr_run(test, RR_ONE_SNAPSHOT);
 }
 
-#ifdef CGK_TEST_MOUNTS
 /* cpu.stat read through the file: as fresh, user + system == usage. */
 static void reader_file(struct kunit *test)
 {
 	rr_run(test, RR_FILE);
 }
-#endif
-
-#define RR_CASE(fn) \
-	KUNIT_CASE_PARAM_ATTR(fn, cgk_threads_gen, { .speed = KUNIT_SPEED_SLOW })
 
 static struct kunit_case cgroup_rstat_reader_cases[] = {
-	RR_CASE(reader_torn_snapshot),
-	RR_CASE(reader_fresh),
-	RR_CASE(reader_fresh_sparse),
-	RR_CASE(reader_fresh_cpus),
-	RR_CASE(reader_fresh_removal),
-	RR_CASE(reader_one_snapshot),
-#ifdef CGK_TEST_MOUNTS
-	RR_CASE(reader_file),
-#endif
+	CGK_CASE(reader_torn_snapshot),
+	CGK_CASE(reader_fresh),
+	CGK_CASE(reader_fresh_sparse),
+	CGK_CASE(reader_fresh_cpus),
+	CGK_CASE(reader_fresh_removal),
+	CGK_CASE(reader_one_snapshot),
+	CGK_CASE(reader_file),
 	{}
 };
 

@@ -33,11 +33,11 @@
  * refcount_t report; a lost update shows as a counter off at the end, a
  * missing limit check as a shadow counter above its limit.
  *
- * Pending signals (RLIMIT_SIGPENDING, inc_rlimit_get_ucounts()): with the
- * series' ucount patch, a namespace owner's ucounts (an owner node here)
- * keeps per-CPU reservations for the namespaces below it, counted in its
- * count, and drains them into exact mode near the lowest of their limits
- * (kernel/ucount.c). Cases on the limits, with every limit huge but one:
+ * Pending signals (RLIMIT_SIGPENDING, inc_rlimit_get_ucounts()): a
+ * namespace owner's ucounts (an owner node here) keeps per-CPU reservations
+ * for the namespaces below it, counted in its count, and drains them into
+ * exact mode near the lowest of their limits (kernel/ucount.c). Cases on
+ * the limits, with every limit huge but one:
  *  - rlimit_exact_limit: workers in sibling namespaces charge, never
  *    uncharging, until refused, while an idle sibling holds a charge; per
  *    level whose limit binds (B, A, init; the idle charge right below it,
@@ -70,8 +70,8 @@
  *  - rlimit_reported_exact: after the workers of the get/put gang stop
  *    with their charges still held, get_rlimit_value() of every node equals,
  *    exactly, the charges outstanding through it (its shadow counter).
- * They build and pass on kernels before that patch too. With it (its hooks
- * in include/linux/cgroup_kunit.h), cases on the escrow itself, each
+ * They hold for any implementation of the counter. Cases on the escrow
+ * itself (its test hooks are in include/linux/cgroup_kunit.h), each
  * checking that no charge takes a level past the limit that applied to it,
  * that a charge that fits is never refused and that get_rlimit_value() is
  * exact whenever nothing is in flight, and that nothing is left once the
@@ -99,6 +99,7 @@
  * around it; see its comment below.
  */
 
+#include <linux/cgroup_kunit.h>
 #include <linux/cred.h>
 #include <linux/delay.h>
 #include <linux/file.h>
@@ -113,6 +114,7 @@
 #include <linux/user_namespace.h>
 
 #include "harness.h"
+#include "sigpending.h"
 
 /* Charged by nothing else for the suite's uids. */
 #define UC_TYPE			UCOUNT_CGROUP_NAMESPACES
@@ -585,9 +587,7 @@ static struct uc_case *uc_setup(struct kunit *test, unsigned long ops,
 
 	for (u = 0; u < UC_NR_UIDS; u++)
 		c->base_hashed[u] = ucounts_nr_hashed_for_uid(uc_uid(u));
-#ifdef CGK_UCOUNT_ESCROW
 	c->base_escrows = ucounts_nr_escrows_for_test();
-#endif
 
 	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, uc_tree_release, c));
 
@@ -697,11 +697,9 @@ static bool uc_hashed_back(void *arg)
 		if (ucounts_nr_hashed_for_uid(uc_uid(u)) != c->base_hashed[u])
 			return false;
 	}
-#ifdef CGK_UCOUNT_ESCROW
 	/* Freed with their ucounts (kernel/ucount.c). */
 	if (ucounts_nr_escrows_for_test() != c->base_escrows)
 		return false;
-#endif
 	return true;
 }
 
@@ -724,11 +722,9 @@ static void uc_check_released(struct uc_case *c)
 				   UC_UID_OWNER + u, now, UC_FREE_TIMEOUT_MS,
 				   c->base_hashed[u]);
 	}
-#ifdef CGK_UCOUNT_ESCROW
 	KUNIT_EXPECT_EQ_MSG(c->test, ucounts_nr_escrows_for_test(), c->base_escrows,
 			    "escrows of namespace owners left %d ms after the namespaces were put",
 			    UC_FREE_TIMEOUT_MS);
-#endif
 }
 
 /* ---- the cases ---------------------------------------------------------- */
@@ -1477,7 +1473,6 @@ static void ucounts_last_put_cred_rcu(struct kunit *test)
 	}
 }
 
-#ifdef CGK_USER_VICTIMS
 /* ---- signals_from_timers ------------------------------------------------ */
 
 #define UC_UID_SIGNALS		(UC_UID_OWNER + 901)
@@ -1632,7 +1627,6 @@ static void signals_from_timers(struct kunit *test)
 		KUNIT_FAIL(test, "ucounts of uid %u left %d ms after its victim exited",
 			   UC_UID_SIGNALS, UC_FREE_TIMEOUT_MS);
 }
-#endif /* CGK_USER_VICTIMS */
 
 /* ---- rlimit_teardown_percpu_held ---------------------------------------- */
 
@@ -1684,7 +1678,6 @@ static void uc_move_to_cpu(unsigned int k)
 	set_cpus_allowed_ptr(current, cpumask_of(cpu));
 }
 
-#ifdef CGK_UCOUNT_ESCROW
 /* Levels whose escrow holds reservations on some CPU. */
 static int uc_levels_with_percpu_amounts(struct uc_case *c)
 {
@@ -1698,7 +1691,6 @@ static int uc_levels_with_percpu_amounts(struct uc_case *c)
 	}
 	return held;
 }
-#endif /* CGK_UCOUNT_ESCROW */
 
 /*
  * Charges made on one CPU and uncharged on another leave reservations in
@@ -1764,10 +1756,8 @@ static void rlimit_teardown_percpu_held(struct kunit *test)
 				    "%s: %ld pending once every charge through it was uncharged",
 				    n->name, uc_pending(n));
 	}
-#ifdef CGK_UCOUNT_ESCROW
 	CGK_EXPECT_EXERCISED(test, uc_levels_with_percpu_amounts(c),
 			     "no level holds amounts on a CPU: the case proves nothing");
-#endif
 
 	/* Free the ucounts that charged, then the tree. */
 	kunit_release_action(test, uc_teardown_put, td);
@@ -1870,7 +1860,6 @@ static void rlimit_reported_exact(struct kunit *test)
 	uc_check_released(c);
 }
 
-#ifdef CGK_UCOUNT_ESCROW
 /* ---- the escrow of namespace owners: helpers ----------------------------- */
 
 /*
@@ -2760,9 +2749,7 @@ static void rlimit_escrow_cpu_hotplug(struct kunit *test)
 	uc_check_released(c);
 	cgk_cpus_finish(cpus);
 }
-#endif /* CGK_UCOUNT_ESCROW */
 
-#ifdef CGK_TEST_MOUNTS
 /* ---- user.* sysctls, one set per namespace ------------------------------ */
 
 /*
@@ -3035,7 +3022,6 @@ static void ucount_sysctl_per_ns(struct kunit *test)
 			   "ucounts of the case's uids left %d ms after its namespaces were put",
 			   US_FREE_TIMEOUT_MS);
 }
-#endif /* CGK_TEST_MOUNTS */
 
 static struct kunit_case cgroup_ucount_cases[] = {
 	KUNIT_CASE_PARAM(ucount_inc_dec, cgk_threads_gen),
@@ -3049,22 +3035,16 @@ static struct kunit_case cgroup_ucount_cases[] = {
 	KUNIT_CASE(rlimit_override_parent_full),
 	KUNIT_CASE(rlimit_forced_signal_own_limit),
 	KUNIT_CASE(ucounts_last_put_cred_rcu),
-#ifdef CGK_USER_VICTIMS
 	KUNIT_CASE(signals_from_timers),
-#endif
 	KUNIT_CASE(rlimit_teardown_percpu_held),
 	KUNIT_CASE_PARAM(rlimit_reported_exact, cgk_threads_gen),
-#ifdef CGK_UCOUNT_ESCROW
 	KUNIT_CASE(rlimit_escrow_cross_cpu),
 	KUNIT_CASE_PARAM(rlimit_escrow_lowered, cgk_threads_gen),
 	KUNIT_CASE_PARAM(rlimit_escrow_lowered_racing, cgk_threads_gen),
 	KUNIT_CASE(rlimit_escrow_mixed_limits),
 	KUNIT_CASE_PARAM(rlimit_escrow_cpu_hotplug, cgk_threads_gen),
-#endif
-#ifdef CGK_TEST_MOUNTS
 	KUNIT_CASE_PARAM_ATTR(ucount_sysctl_per_ns, cgk_threads_gen,
 			      { .speed = KUNIT_SPEED_SLOW }),
-#endif
 	{}
 };
 

@@ -45,6 +45,7 @@
  */
 
 #include <linux/cgroup.h>
+#include <linux/cgroup_kunit.h>
 #include <linux/delay.h>
 #include <linux/file.h>
 #include <linux/fs.h>
@@ -640,12 +641,9 @@ static void v1_mount_churn(struct kunit *test)
 	v1_run(test, V1_TRANSFER | V1_CHURN);
 }
 
-#define V1_CASE(fn) \
-	KUNIT_CASE_PARAM_ATTR(fn, cgk_threads_gen, { .speed = KUNIT_SPEED_SLOW })
-
 static struct kunit_case cgroup_v1_cases[] = {
-	V1_CASE(v1_attach_paths),
-	V1_CASE(v1_mount_churn),
+	CGK_CASE(v1_attach_paths),
+	CGK_CASE(v1_mount_churn),
 	{}
 };
 

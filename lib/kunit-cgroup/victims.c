@@ -7,6 +7,8 @@
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/cgroup.h>
+#include <linux/cgroup_kunit.h>
 #include <linux/cred.h>
 #include <linux/delay.h>
 #include <linux/kthread.h>
@@ -115,7 +117,6 @@ static int cgk_victim_fn(void *arg)
 
 /* ---- CGK_VICTIM_USER: victims that can be frozen and killed ----------- */
 
-#ifdef CGK_USER_VICTIMS
 /*
  * What a user task does on its way back to user mode: get_signal() puts it
  * in the freezer's trap until its cgroup thaws, and does not return on
@@ -225,8 +226,6 @@ static int cgk_user_victim_fn(void *arg)
 	do_exit(0);
 }
 
-#endif /* CGK_USER_VICTIMS */
-
 /**
  * cgk_victim_dead - whether a started victim has exited (or was killed)
  * @v: the victim
@@ -303,7 +302,6 @@ struct task_struct *cgk_herd_start(struct cgk_herd *herd, unsigned int i,
 	pid_t pid;
 
 	if (herd->flags & CGK_VICTIM_USER) {
-#ifdef CGK_USER_VICTIMS
 		/*
 		 * Not a kthread, so no name: it shows as the test's thread,
 		 * with the fs_struct of userspace's init.
@@ -315,9 +313,6 @@ struct task_struct *cgk_herd_start(struct cgk_herd *herd, unsigned int i,
 		wait_for_completion(&v->started);
 		/* It runs on: cgk_herd_stop() stops it. */
 		return v->start_error ? ERR_PTR(v->start_error) : v->task;
-#else
-		return ERR_PTR(-EOPNOTSUPP);
-#endif
 	}
 	task = kthread_create(cgk_victim_fn, v, "%s-%u", name, i);
 	if (IS_ERR(task))
@@ -492,4 +487,43 @@ unsigned long cgk_herd_thread_forks(struct cgk_herd *herd)
 	for (i = 0; i < herd->nr; i++)
 		n += READ_ONCE(herd->victims[i].thread_forks);
 	return n;
+}
+
+/**
+ * cgk_herd_expect_members - hold a case's bookkeeping against the iterator
+ * @test: the case
+ * @herd: its victims
+ * @where: where the case's bookkeeping has victim @i: an index into @cgrps
+ * @arg: the argument of @where
+ * @cgrps: the cgroups the case moves the victims between
+ * @names: their names, for the messages
+ * @nr: the number of @cgrps
+ *
+ * For each of @cgrps, the victims css_task_iter_next() finds in it must be
+ * as many as the bookkeeping puts there. Call it with no move in flight.
+ */
+void cgk_herd_expect_members(struct kunit *test, struct cgk_herd *herd,
+			     int (*where)(void *arg, unsigned int i), void *arg,
+			     struct cgroup *const *cgrps, const char *const *names,
+			     int nr)
+{
+	unsigned int i;
+	int cg;
+
+	for (cg = 0; cg < nr; cg++) {
+		struct css_task_iter it;
+		struct task_struct *task;
+		unsigned int expected = 0, found = 0;
+
+		css_task_iter_start(&cgrps[cg]->self, 0, &it);
+		while ((task = css_task_iter_next(&it))) {
+			for (i = 0; i < herd->nr; i++)
+				found += herd->victims[i].task == task;
+		}
+		css_task_iter_end(&it);
+		for (i = 0; i < herd->nr; i++)
+			expected += where(arg, i) == cg;
+		KUNIT_EXPECT_EQ_MSG(test, found, expected,
+				    "%s: task iterator and bookkeeping disagree", names[cg]);
+	}
 }

@@ -14,7 +14,8 @@ cycle, no private name used outside its module):
     engines     pipeline (base -> tree -> build -> boot -> report), run (kunit.py build
                 and exec under the watchdog), boots (repeated boots of one kernel, for
                 stress and bisect), commits (a private clone's commits, for bisect and
-                series-check), tree, fetch, deps, lock
+                series-check), carry (the suite on an older commit: the suites it cannot
+                build turned off, backports), tree, fetch, deps, lock
     the report  report (the model and exit statuses), console (the console reader),
                 signature (failure signatures), summary (the one screen and the replay
                 commands), export (the files: summary.json, results.ktap/.xml/.json)

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from . import machine as host
-from . import pipeline, plot, procs, stats
+from . import carry, pipeline, plot, procs, stats
 from . import profile as profiles
 from .common import DriverError, read_json, say, write_json
 from .params import MAX_SEED
@@ -1271,9 +1271,14 @@ def run_bench(repo: Path, build_root: Path, opts: BenchOptions) -> int:
                                       BASE: ensure_base_worktree(repo, tree, cfg.base_before)}
     outs = {v: profiles.out_dir(build_root, prof, v) for v in (BASE, SERIES)}
     if not opts.no_build:
+        # the base is older than the suite: carried onto it (carry.py), as bisect does
+        carried = carry.plan(trees[BASE].path, repo)
+        if carried.describe():
+            say(f"carrying the suite onto the base: {carried.describe()}")
         for i, v in enumerate((BASE, SERIES), 1):
             say(f"building {v} ({i}/2)")
-            build(trees[v].path, prof, repo, build_root, opts.jobs, out=outs[v])
+            build(trees[v].path, prof, repo, build_root, opts.jobs, out=outs[v],
+                  kconfig_add=carried.kconfig if v == BASE else ())
     images = {v: pipeline.require_image(build_root, prof, outs[v]) for v in (BASE, SERIES)}
     shim, accel = pipeline.choose_qemu(prof, images[SERIES], build_root)
     seed = opts.seed or random.randrange(1, MAX_SEED + 1)

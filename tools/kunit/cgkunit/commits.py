@@ -4,7 +4,7 @@ The commits of the prepared tree are named as kernel/series names them: `base` (
 commit), then each patch by its file name or a unique prefix (`0012`). A private shared
 clone of a tree under the build root (<build>/<tool>/<profile>/linux; the source is only
 read) checks each commit out, hooks the suite into its work tree (tree.hook_suite: nothing
-committed, undone with unhook), builds a profile into a build directory of its own (so
+committed, undone with unhook; carry.py turns off the suites the commit cannot build), builds a profile into a build directory of its own (so
 consecutive commits build incrementally) and boots it (pipeline.boot_and_report).
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from . import pipeline
+from . import carry, pipeline
 from . import profile as profiles
 from .common import Context, DriverError, read_json, run_cmd, say, write_json
 from .report import Report
@@ -103,13 +103,18 @@ class Workspace:
     echo: bool = False
 
     def build_commit(self, commit: str) -> float:
-        """Check commit out, hook the suite in and build the profile: the build's seconds.
-        DriverError when it fails (the hook undone); else unhook() after the boots."""
+        """Check commit out, carry the suite onto it (carry.py: hooked in, with its backports,
+        the suites the commit cannot build turned off) and build the profile: the build's
+        seconds. DriverError when it fails (the hook undone); else unhook() after the boots."""
         checkout(self.clone, commit)
         try:
-            hook_suite(self.clone, self.ctx.repo / SUITE_DIR)
+            carried = carry.plan(self.clone, self.ctx.repo)
+            if carried.describe():
+                say(f"carrying the suite onto {commit[:12]}: {carried.describe()}")
+            hook_suite(self.clone, self.ctx.repo / SUITE_DIR,
+                       [self.ctx.repo / b.patch for b in carried.backports])
             return build_kernel(self.clone, self.prof, self.ctx.repo, self.ctx.build, self.jobs,
-                                out=self.out)
+                                out=self.out, kconfig_add=carried.kconfig)
         except DriverError:
             unhook(self.clone)
             raise

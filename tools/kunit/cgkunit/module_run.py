@@ -24,9 +24,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from . import carry
 from . import profile as profiles
 from .common import Context, DriverError, read_text_file, run_logged, say, user_path, write_json
-from .params import SUITE_MODULE, param_rules, refused_value, suite_parameters
+from .params import SUITE_MODULE, param_rules, refused_value, suite_parameters, with_selfcheck
 from .pipeline import choose_qemu, prepare
 from .console import build_report, strip_prefix
 from .export import write_summary
@@ -157,10 +158,29 @@ def check_kdir(text: str) -> Kdir:
                 kmemleak=KMEMLEAK in config)
 
 
-def kdir_make_command(kdir: Path, src: Path, jobs: int) -> list[str]:
-    """Kbuild's external-module build of the suite copied to src."""
+# An external-module build reads no Kconfig: the suite's symbols are set on make's command
+# line, each where the kernel has what its Kconfig entry depends on besides the suite (None:
+# never in a module).
+SUITE_DEPENDS: dict[str, str | None] = {"CGROUP_KUNIT_BENCH": None,
+                                        "CGROUP_PIDS_KUNIT_TEST": "CONFIG_CGROUP_PIDS=y"}
+
+
+def kdir_suite_symbols(repo: Path, kdir: Kdir) -> list[str]:
+    """The suite's Kconfig symbols (besides CGROUP_KUNIT_TEST) to set in a build against kdir:
+    those its source can build without backports (carry.py) whose dependencies its .config
+    has."""
+    carried = carry.plan(kdir.source, repo, backports=False)
+    if carried.describe():
+        say(f"KDIR={kdir.path}: carrying the suite onto it: {carried.describe()}")
+    config = read_kconfig(kdir.path / ".config")
+    return [s for s in carry.suite_symbols(repo) if s and s not in carried.off
+            and (s not in SUITE_DEPENDS or SUITE_DEPENDS[s] in config)]
+
+
+def kdir_make_command(kdir: Path, src: Path, jobs: int, symbols: Sequence[str] = ()) -> list[str]:
+    """Kbuild's external-module build of the suite copied to src, with the suite's symbols."""
     return ["make", "-C", str(kdir), f"M={src}", "CONFIG_CGROUP_KUNIT_TEST=m",
-            f"-j{jobs}", "modules"]
+            *(f"CONFIG_{s}=y" for s in symbols), f"-j{jobs}", "modules"]
 
 
 def build_module_kdir(ctx: Context, kdir: Kdir, jobs: int | None) -> Path:
@@ -172,7 +192,8 @@ def build_module_kdir(ctx: Context, kdir: Kdir, jobs: int | None) -> Path:
     shutil.copytree(ctx.repo / "lib" / "kunit-cgroup", src)
     log = src.parent / "build.log"
     say(f"building {MODULE} against KDIR {kdir.path} ({kdir.release}); log {log}")
-    rc, secs = run_logged(kdir_make_command(kdir.path, src, jobs or os.cpu_count() or 1), log,
+    symbols = kdir_suite_symbols(ctx.repo, kdir)
+    rc, secs = run_logged(kdir_make_command(kdir.path, src, jobs or os.cpu_count() or 1, symbols), log,
                           f"building {MODULE}")
     if rc != 0:
         raise DriverError(f"building {MODULE} against {kdir.path} failed: "
@@ -471,7 +492,9 @@ def module_run(ctx: Context, profile_name: str, cycles: int, args_text: str,
     """Build (or, with kdir_text, build the module against KDIR), boot, load and unload
     CYCLES times; print the summary; the exit status."""
     check_cycles(cycles)
-    args = module_args(args_text, ctx.repo)
+    # the oracle's self-checks on real reports, as in every run of the driver, unless asked
+    args = [a.removeprefix(f"{SUITE_MODULE}.")
+            for a in with_selfcheck([f"{SUITE_MODULE}.{w}" for w in module_args(args_text, ctx.repo)])]
     prof = profiles.load_profile(ctx.repo, profile_name)
     if prof.arch != "x86_64":
         raise DriverError(f"module-run needs an x86_64 profile, not {prof.name} ({prof.arch})")

@@ -28,12 +28,16 @@ DEFAULT_DURATION_MS = 1000
 DURATION_RANGE = (10, 600_000)
 # migrate_kunit.c's dynmods: cgroup_migrate_dynmods switches the default hierarchy to
 # favordynmods, which the kernel cannot switch off again, so its cases run only with dynmods=1
-# (else each skips); both migrate suites run the cases its MG_CASE(<name>) lines list
+# (else each skips); both migrate suites run the cases its CGK_CASE(<name>) lines list
 DYNMODS = "dynmods"
 DYNMODS_ON = f"{SUITE_MODULE}.{DYNMODS}=1"
 DYNMODS_SUITE = "cgroup_migrate_dynmods"
 MIGRATE = SUITE_DIR / "migrate_kunit.c"
-MG_CASE = re.compile(r"^[ \t]*MG_CASE\(\s*([A-Za-z_]\w*)\s*\)", re.MULTILINE)
+# harness.c's selfcheck: the oracle's self-checks that provoke real reports (which taint the
+# kernel) run only with selfcheck=1; the driver's boots set it unless told otherwise
+SELFCHECK = "selfcheck"
+SELFCHECK_ON = f"{SUITE_MODULE}.{SELFCHECK}=1"
+MIGRATE_CASE = re.compile(r"^[ \t]*CGK_CASE\(\s*([A-Za-z_]\w*)\s*\)", re.MULTILINE)
 # kstrtouint(val, 0, ...): an optional '+', then hex (0x), octal (leading 0) or decimal, and
 # an optional trailing newline
 KSTRTOUINT = re.compile(r"\+?(?:0[xX]([0-9a-fA-F]+)|0([0-7]*)|([1-9][0-9]*))\n?")
@@ -160,6 +164,7 @@ PARAM_RULES: dict[str, ValueRule] = {
     DURATION: ValueRule(_uint_in(*DURATION_RANGE), f"{DURATION_RANGE[0]}..{DURATION_RANGE[1]}"),
     "provoke": ValueRule(_provoke, f"a comma-separated list of {', '.join(PROVOKE_WORDS)}"),
     DYNMODS: ValueRule(_kstrtobool, "1 or 0 (y or n)"),
+    SELFCHECK: ValueRule(_kstrtobool, "1 or 0 (y or n)"),
 }
 # The benchmarks' parameters (bench_kunit.c) are ranges that change with the benchmarks:
 # read from their set() functions, `return <x>_uint_set(val, kp, LOW, HIGH);`.
@@ -231,14 +236,20 @@ def sets(words: Sequence[str], name: str) -> bool:
     return any(_name(w) == name for w in words)
 
 
+def with_selfcheck(words: Sequence[str]) -> list[str]:
+    """A kernel command line with the oracle's self-checks on (SELFCHECK_ON appended), unless
+    it sets selfcheck itself (cgroup_kunit.selfcheck=0: a default boot, no report provoked)."""
+    return list(words) if sets(words, SELFCHECK) else [*words, SELFCHECK_ON]
+
+
 def dynmods_cases(repo: Path) -> list[str] | None:
-    """The cases of cgroup_migrate_dynmods (migrate_kunit.c's MG_CASE list); None when the
+    """The cases of cgroup_migrate_dynmods (migrate_kunit.c's CGK_CASE list); None when the
     file cannot be read or lists none (then any case may be there)."""
     try:
         text = (repo / MIGRATE).read_text(errors="replace")
     except OSError:
         return None
-    return MG_CASE.findall(text) or None
+    return MIGRATE_CASE.findall(text) or None
 
 
 def duration_ms(words: Sequence[str]) -> int:

@@ -22,7 +22,8 @@ from . import procs
 from .common import DriverError, HEARTBEAT_S, read_json, run_logged, say, write_json
 from .console import ConsoleState, classify, heartbeat, numbered_boot, strip_prefix
 from .params import (DEFAULT_DURATION_MS, DURATION, DYNMODS, DYNMODS_ON, DYNMODS_SUITE,
-                     SUITE_MODULE, check_filter, duration_ms, dynmods_cases, sets)
+                     SUITE_MODULE, check_filter, duration_ms, dynmods_cases, sets,
+                     with_selfcheck)
 from .profile import (CRASH_GRACE_S, POST_REPORT_SILENCE_S, STORM_REPEATS, STORM_WINDOW_S,
                       Profile, out_dir)
 from .progress import BuildProgress
@@ -205,8 +206,9 @@ def exec_command(tree: Path, profile: Profile, repo_root: Path, build_root: Path
                  isolate: str = "", timeout: int | None = None) -> list[str]:
     """The kunit.py exec command line (kernel built in out, default the profile's out dir);
     isolate "suite" or "test": kunit.py boots once per suite or test (--run_isolated);
-    timeout: kunit.py's, per boot (None: run_timeout_for the gangs' bound)."""
-    args = [*profile.kernel_args, *kernel_args]
+    timeout: kunit.py's, per boot (None: run_timeout_for the gangs' bound). The oracle's
+    self-checks on real reports run (cgroup_kunit.selfcheck=1) unless the arguments say."""
+    args = with_selfcheck([*profile.kernel_args, *kernel_args])
     if timeout is None:
         timeout = run_timeout_for(profile, duration_ms(args))
     if profile.arch == "x86_64" and not any(a.startswith("panic=") for a in args):

@@ -6,9 +6,9 @@ at a later one), one after another in a private shared clone of the prepared tre
 commit (commits.Workspace): check it out, hook the suite into its work tree, build the
 profile into a build directory of its own (<build>/out/<profile>+series-check, so
 consecutive commits build incrementally), boot it once with the kernel arguments and a
-seed, and read the console with console.py. The suite's Makefile builds only the suite files
-whose hooks the commit has: which ones did is read from kbuild's command for
-lib/kunit-cgroup/built-in.a.
+seed, and read the console with console.py. The suites whose hooks the commit lacks are
+turned off in its build (carry.py); which suite files were built is read from kbuild's
+command for lib/kunit-cgroup/built-in.a.
 
 Per commit: built or not (and the build log's first error line), the KUnit totals, the
 seed, the suite files built, the build and boot time. A progress line per step, a table on
@@ -58,7 +58,7 @@ suite on its own: for the prepared tree's commits (base, then one per patch; --f
 at a later one), hook the suite in as bisect does, build the profile incrementally in a build
 directory of its own (build/out/<profile>+{VARIANT}), boot it once and read the console.
 Per commit: built or the first error line, the KUnit totals, the seed, the suite files
-built (the suite's Makefile builds only those whose hooks the commit has), the build and
+built (the suites whose hooks the commit lacks are turned off), the build and
 boot time. Unless --kernel-args sets {SUITE_MODULE}.{DURATION}, it adds
 {DEFAULT_ARGS[0]} (cases shortened; a case that does not reach its race in
 that time is skipped, not failed). Only the prepared tree of kernel/series on the pinned

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
 
+from . import carry
 from .common import (DriverError, overlaps, read_json, read_text_file, run_logged, say,
                      sha256_file, user_path, write_json)
 from .fetch import BaseSource
@@ -459,11 +460,24 @@ def _ensure_series(tree: Path, series: list[tuple[str, Path, str]], stamp: TreeS
 HOOKED_FILES = ("lib/Kconfig.debug", "lib/Makefile")  # the kernel files the hook edits
 
 
-def hook_suite(tree: Path, suite_src: Path) -> list[str]:
-    """Hook the suite into tree's work tree (nothing committed): its files in lib/kunit-cgroup,
-    its Kconfig and Makefile lines in lib/; the suite files that changed. What builds it, and
-    all that series-check and bisect hook onto each commit (the hook commit adds MAINTAINERS)."""
+def apply_backports(tree: Path, patches: Sequence[Path]) -> None:
+    """Apply backports of the suite (carry.py) to tree's work tree, after the suite's files;
+    DriverError naming one that does not apply."""
+    for patch in patches:
+        proc = git(tree, "apply", "--whitespace=nowarn", str(patch.resolve()), check=False)
+        if proc.returncode != 0:
+            lines = [ln for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
+            raise DriverError(f"backport {patch.name} does not apply to the suite in {tree}: "
+                              f"{lines[0] if lines else proc.returncode}")
+
+
+def hook_suite(tree: Path, suite_src: Path, backports: Sequence[Path] = ()) -> list[str]:
+    """Hook the suite into tree's work tree (nothing committed): its files in lib/kunit-cgroup
+    (with backports applied to them), its Kconfig and Makefile lines in lib/; the suite files
+    that changed. What builds it, and all that series-check and bisect hook onto each commit
+    (the hook commit adds MAINTAINERS)."""
     changed = sync_suite(suite_src, tree / SUITE_DIR)
+    apply_backports(tree, backports)
     for name, line in zip(HOOKED_FILES, (KCONFIG_LINE, MAKEFILE_LINE)):
         ensure_line(tree / name, line)
     return changed
@@ -501,12 +515,26 @@ def _commit_message(tree: Path, commit: str) -> str:
     return git(tree, "log", "-1", "--format=%B", commit).stdout.strip() + "\n"
 
 
+def carry_at(tree: Path, commit: str, repo: Path) -> carry.Carry:
+    """How the suite is carried onto commit of tree (carry.py), from the headers of that
+    commit, whatever the work tree holds."""
+    headers = {h: git(tree, "show", f"{commit}:{h}", check=False).stdout
+               for h in carry.header_paths()}
+    return carry.plan_for(headers, repo)
+
+
 def _ensure_hook(tree: Path, suite_src: Path, series_commit: str, stamp: TreeStamp,
-                 tag: str = SUITE_TAG) -> TreeStamp:
+                 tag: str = SUITE_TAG, carried: bool = False) -> TreeStamp:
     """The stamp with the commit on series_commit that hooks the suite in (made or amended as
-    needed, tagged) as its hook_commit."""
-    files = suite_files(suite_src)
-    msg, author = hook_message(suite_src.parent.parent)
+    needed, tagged) as its hook_commit; carried: an older commit, with the suite's backports
+    applied where it lacks what they stand in for (carry.py)."""
+    repo = suite_src.parent.parent
+    backports = [repo / b.patch for b in carry_at(tree, series_commit, repo).backports] \
+        if carried else []
+    files = {**suite_files(suite_src),
+             **{k: v for k, v in carry.backport_hashes(repo).items()
+                if repo / k in backports}}
+    msg, author = hook_message(repo)
     env = dict(author, **COMMITTER_ENV)
     who = f"{author['GIT_AUTHOR_NAME']} <{author['GIT_AUTHOR_EMAIL']}>"
     hook = stamp.hook_commit
@@ -518,6 +546,7 @@ def _ensure_hook(tree: Path, suite_src: Path, series_commit: str, stamp: TreeSta
             return stamp
         _goto(tree, hook)
         changed = sync_suite(suite_src, tree / SUITE_DIR)
+        apply_backports(tree, backports)
         ensure_maintainers(tree)
         say(f"suite files changed: {', '.join(changed) or 'none in the tree'}; amending the hook commit")
         git(tree, "add", "-f", *_hooked_files(tree))
@@ -526,7 +555,7 @@ def _ensure_hook(tree: Path, suite_src: Path, series_commit: str, stamp: TreeSta
             "--cleanup=verbatim", "-m", msg, env=env)
     else:
         _goto(tree, series_commit)
-        hook_suite(tree, suite_src)
+        hook_suite(tree, suite_src, backports)
         ensure_maintainers(tree)
         git(tree, "add", "-f", *_hooked_files(tree))
         _add_suite(tree)
@@ -665,7 +694,8 @@ def ensure_base_worktree(repo_root: Path, prepared: PreparedTree, base_before: s
     stamp_file = git_dir / STAMP
     stamp = TreeStamp.load(stamp_file)
     _clean_if_dirty(path)
-    stamp = _ensure_hook(path, repo_root / SUITE_DIR, parent, stamp, tag=BASE_SUITE_TAG)
+    stamp = _ensure_hook(path, repo_root / SUITE_DIR, parent, stamp, tag=BASE_SUITE_TAG,
+                         carried=True)
     hook = stamp.hook_commit
     _goto(path, hook)
     stamp.save(stamp_file)

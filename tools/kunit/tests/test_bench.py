@@ -1232,7 +1232,8 @@ def test_bench_end_to_end(bench_env: dict[str, Path], real: bb.Aggregate,
             assert [a for a in args if a.startswith("--kernel_args=")] == [
                 "--kernel_args=seccomp=on", "--kernel_args=ncpus=2",
                 f"--kernel_args=cgroup_kunit.seed={SEED}", "--kernel_args=cgroup_kunit.bench_reps=5",
-                "--kernel_args=cgroup_kunit.duration_ms=1000"]
+                "--kernel_args=cgroup_kunit.duration_ms=1000",
+                "--kernel_args=cgroup_kunit.selfcheck=1"]
     for v in bb.VARIANTS:
         for r in range(3):
             d = results / f"um-bench+{v}{ROUND_SUFFIX[r]}"

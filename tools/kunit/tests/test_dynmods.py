@@ -66,7 +66,7 @@ def test_unknown_cases_may_match_any_case_glob() -> None:
 
 def test_the_cases_come_from_migrate_kunit_c() -> None:
     text = (REPO / MIGRATE).read_text()
-    assert CASES == re.findall(r"^\tMG_CASE\((\w+)\),", text, re.M)
+    assert CASES == re.findall(r"^\tCGK_CASE\((\w+)\),", text, re.M)
     assert len(CASES) == 8 and CASES[0] == "migrate_idle"
     # the parameter the driver sets is the one the suite declares, and its skip reason names it
     assert "dynmods" in suite_parameters(REPO)
@@ -111,7 +111,7 @@ def test_the_second_boot_has_dynmods_on_its_kunit_py_command_line() -> None:
     assert "--kernel_args=cgroup_kunit.dynmods=1" not in cmds[0] and cmds[0][-1] == "cgroup_*"
     assert [a for a in cmds[1] if a.startswith("--kernel_args=")] == [
         "--kernel_args=ncpus=4", "--kernel_args=cgroup_kunit.seed=5",
-        "--kernel_args=cgroup_kunit.dynmods=1"]
+        "--kernel_args=cgroup_kunit.dynmods=1", "--kernel_args=cgroup_kunit.selfcheck=1"]
     assert cmds[1][-1] == DYNMODS_SUITE
 
 

@@ -196,6 +196,7 @@ def test_value_rules_are_the_c_sources_rules() -> None:
     assert re.search(r"cgk_provoke_names\[\] = \{ " + ", ".join(f'"{w}"' for w in PROVOKE_WORDS),
                      harness)
     assert "param_set_bool(val, kp)" in (REPO / SUITE_DIR / "migrate_kunit.c").read_text()
+    assert re.search(r"selfcheck_set\(.*?\)\s*\{\s*if \(param_set_bool\(val, kp\)\)", harness, re.S)
     bench_c = (REPO / SUITE_DIR / "bench_kunit.c").read_text()
     for name in ("bench_reps", "bench_migrations"):
         low, high = re.search(rf"{name}_set\(.*?\)\s*\{{\s*return bench_uint_set\(val, kp, "
@@ -204,7 +205,8 @@ def test_value_rules_are_the_c_sources_rules() -> None:
         assert rules[name].accepts(high) and not rules[name].accepts(str(int(high) + 1))
         assert rules[name].accepts(low) and not rules[name].accepts(str(int(low) - 1))
     for name, good, bad in (("seed", "0", "-1"), ("threads", "64", "65"), ("duration_ms", "10", "9"),
-                            ("provoke", "kcsan,", ",kcsan"), ("dynmods", "n", "x")):
+                            ("provoke", "kcsan,", ",kcsan"), ("dynmods", "n", "x"),
+                            ("selfcheck", "y", "maybe")):
         assert rules[name].accepts(good) and not rules[name].accepts(bad), name
 
 
@@ -427,3 +429,12 @@ def test_check_runner_reports_ok_with_the_refusals(tmp_path: Path, monkeypatch: 
     assert code == 0, out
     assert out.splitlines()[1].split() == ["bad-parameters", PROFILE, "pass", "ok"]
     assert "cgkunit: error" not in err
+
+
+def test_the_drivers_boots_run_the_oracles_self_checks_unless_told() -> None:
+    from cgkunit.params import SELFCHECK_ON, with_selfcheck
+    assert SELFCHECK_ON == "cgroup_kunit.selfcheck=1"
+    assert with_selfcheck(["a=1"]) == ["a=1", SELFCHECK_ON]
+    assert with_selfcheck(["cgroup_kunit.selfcheck=0", "b"]) == ["cgroup_kunit.selfcheck=0", "b"]
+    assert with_selfcheck(["cgroup-kunit.selfcheck=n"]) == ["cgroup-kunit.selfcheck=n"]
+    assert "selfcheck" in suite_parameters(REPO)

@@ -20,9 +20,10 @@ COMMANDS = {"bench", "bisection", "check", "coverage", "mbox", "module_run", "re
             "series_check", "stress"}
 # shared by the commands (and cli's handlers of run, build, prepare, fetch, report, profiles
 # and deps): engines, the report, the inputs, helpers
-BELOW = {"__init__", "boots", "checklist", "commits", "common", "console", "deps", "export",
-         "fetch", "fixes", "lock", "machine", "params", "pipeline", "plot", "procs", "profile",
-         "progress", "report", "run", "signature", "stats", "summary", "titles", "tree"}
+BELOW = {"__init__", "boots", "carry", "checklist", "commits", "common", "console", "deps",
+         "export", "fetch", "fixes", "lock", "machine", "params", "pipeline", "plot", "procs",
+         "profile", "progress", "report", "run", "signature", "stats", "summary", "titles",
+         "tree"}
 
 Graph = dict[str, set[str]]
 

@@ -42,13 +42,24 @@ def test_exec_command_x86() -> None:
                        "--kunitconfig=/repo/tools/kunit/profiles/p.config", "--arch=x86_64",
                        "--raw_output=all", "--timeout=1800", "--qemu_args=-smp 4",
                        "--kernel_args=a=1", "--kernel_args=cgroup_kunit.seed=5",
-                       "--kernel_args=panic=-1", "cgroup_ucount.*"]
+                       "--kernel_args=cgroup_kunit.selfcheck=1", "--kernel_args=panic=-1",
+                       "cgroup_ucount.*"]
+
+
+@pytest.mark.parametrize("args", [["cgroup_kunit.selfcheck=0"], ["cgroup-kunit.selfcheck=n"],
+                                  ["cgroup_kunit.selfcheck=1"]])
+def test_exec_command_leaves_selfcheck_to_the_arguments_that_set_it(args: list[str]) -> None:
+    """The driver's boots run the oracle's self-checks on real reports, unless told not to
+    (a default boot: no report provoked, the kernel left untainted)."""
+    cmd = run.exec_command(Path("/t"), prof("um"), Path("/r"), Path("/b"), args, "")
+    assert [a for a in cmd if "selfcheck" in a] == [f"--kernel_args={args[0]}"]
 
 
 def test_exec_command_um_and_explicit_panic() -> None:
     cmd = run.exec_command(Path("/t"), prof("um", kernel_args=["seccomp=on"]), Path("/r"),
                            Path("/b"), [], "")
-    assert cmd[-1] == "--kernel_args=seccomp=on" and not any("panic" in a for a in cmd)
+    assert cmd[-2:] == ["--kernel_args=seccomp=on", "--kernel_args=cgroup_kunit.selfcheck=1"]
+    assert not any("panic" in a for a in cmd)
     cmd = run.exec_command(Path("/t"), prof("x86_64"), Path("/r"), Path("/b"), ["panic=5"], "")
     assert [a for a in cmd if "panic" in a] == ["--kernel_args=panic=5"]
     with pytest.raises(DriverError):

@@ -31,13 +31,19 @@ REPO = KUNIT_DIR.parent.parent
 ENTRY = KUNIT_DIR / "cgkunit.py"
 PASS_LOG, LEAK_LOG = "real_um_all_pass.log", "real_um_leaked_reference.log"
 HEADER = "include/linux/cgroup_kunit.h"
+USER_NS = "include/linux/user_namespace.h"
 CGROUP_C = "int cgroup_init(void) { return 0; }\n"
 HARNESS = ("module_param_cb(seed, &seed_ops, &seed_param, 0444);\n"
            "module_param_cb(threads, &threads_ops, &threads_param, 0444);\n"
            "module_param_cb(duration_ms, &duration_ops, &duration_param, 0444);\n")
-# (hook in cgroup_kunit.h, the objects the suite's Makefile adds for it), as in its Makefile
-HOOKS = (("ucounts_nr_hashed_for_uid", ["ucount_kunit.o"]),
-         ("cgroup_create_for_test", ["victims.o", "hierarchy.o", "migrate_kunit.o"]))
+# The suite's Makefile: its objects by Kconfig symbol, which the fake build reads as kbuild does
+MAKEFILE = ("obj-$(CONFIG_CGROUP_KUNIT_TEST) += cgroup_kunit.o\n"
+            "cgroup_kunit-y := harness.o oracle_kunit.o\n"
+            "cgroup_kunit-$(CONFIG_CGROUP_UCOUNT_KUNIT_TEST) += ucount_kunit.o\n"
+            "cgroup_kunit-$(CONFIG_CGROUP_MIGRATE_KUNIT_TEST) += migrate_kunit.o victims.o "
+            "hierarchy.o\n")
+UCOUNT_HOOKS = "bool ucounts_nr_hashed_for_uid(void);\nbool ucounts_escrow_read_for_test(void);\n"
+CGROUP_HOOKS = "int cgroup_create_for_test(void);\nenum { CGROUP_FORK_TEST_USER };\n"
 FIRST_ERROR = "kernel/cgroup/cgroup.c:1:1: error: unknown type name 'BROKEN'"
 LAST_ERROR = "kernel/cgroup/cgroup.c:2:1: error: expected ';' at end of input"
 SAVED_CMD = ('savedcmd_lib/kunit-cgroup/built-in.a := rm -f lib/kunit-cgroup/built-in.a;  printf '
@@ -45,10 +51,8 @@ SAVED_CMD = ('savedcmd_lib/kunit-cgroup/built-in.a := rm -f lib/kunit-cgroup/bui
 
 # The patches a synthetic series is made of: name -> (edits, what they apply on).
 PATCHES: dict[str, tuple[dict[str, str], dict[str, str] | None]] = {
-    "hooks": ({HEADER: "bool ucounts_nr_hashed_for_uid(void);\n"}, None),
-    "more-hooks": ({HEADER: "bool ucounts_nr_hashed_for_uid(void);\n"
-                            "int cgroup_create_for_test(void);\n"},
-                   {HEADER: "bool ucounts_nr_hashed_for_uid(void);\n"}),
+    "hooks": ({HEADER: UCOUNT_HOOKS}, None),
+    "more-hooks": ({HEADER: UCOUNT_HOOKS + CGROUP_HOOKS}, {HEADER: UCOUNT_HOOKS}),
     "break": ({"kernel/cgroup/cgroup.c": "BROKEN\n" + CGROUP_C}, None),
     "fix": ({"kernel/cgroup/cgroup.c": CGROUP_C}, {"kernel/cgroup/cgroup.c": "BROKEN\n" + CGROUP_C}),
     "leak": ({"kernel/ucount.c": edit_line(UCOUNT, 240, "LEAK")}, None),
@@ -61,8 +65,11 @@ def make_series(tmp: Path, kinds: list[str]) -> dict[str, Any]:
     """A kernel, a project whose kernel/series is one patch of each kind in order, and a
     build root."""
     kernel = make_kernel(tmp / "linux")
-    write_files(kernel, {HEADER: ""})  # the patches edit it (make_patch adds no new file)
-    git(kernel, "add", HEADER)
+    # the patches edit the hooks' header (make_patch adds no new file); the base has the
+    # inc_rlimit_get_ucounts() of the series
+    write_files(kernel, {HEADER: "", USER_NS: "bool inc_rlimit_get_ucounts(struct ucounts *u, "
+                                              "bool override_rlimit, unsigned long limit);\n"})
+    git(kernel, "add", HEADER, USER_NS)
     git(kernel, "commit", "-q", "-m", "an empty cgroup_kunit.h")
     repo, build = tmp / "repo", tmp / "build"
     names = []
@@ -75,6 +82,7 @@ def make_series(tmp: Path, kinds: list[str]) -> dict[str, Any]:
     write_files(repo, {"kernel/BASE": "package=x\n", "kernel/series": "".join(f"{n}\n" for n in names),
                       "lib/kunit-cgroup/Kconfig": "config CGROUP_KUNIT_TEST\n",
                       "lib/kunit-cgroup/harness.c": HARNESS,
+                      "lib/kunit-cgroup/Makefile": MAKEFILE,
                       "tools/kunit/profiles/um-lockdep.config":
                           "#@ arch: um\n#@ kernel_args: seccomp=on ncpus=4\n",
                       ".kunitconfig": "CONFIG_KUNIT=y\n"})
@@ -87,26 +95,29 @@ class Fakes:
 
     def __init__(self) -> None:
         self.built: list[str] = []                 # commits built, in order
+        self.kconfig: list[list[str]] = []         # the --kconfig_add words of each build
         self.boots: list[tuple[str, list[str], str]] = []  # (commit, kernel args, filter)
 
     def build(self, tree: Path, profile: Any, repo: Path, build_root: Path, jobs: int | None = None,
               *, out: Path | None = None, kconfig_add: Any = ()) -> float:
         """kunit.py build: the suite must be hooked in; a tree whose cgroup.c says BROKEN fails
-        with two errors, else the image and the command of built-in.a with the objects the
-        suite's Makefile would add for the hooks in the tree's cgroup_kunit.h."""
+        with two errors, else the image and the command of built-in.a with the objects of
+        the suite's Makefile whose symbols kconfig_add does not turn off."""
         assert out is not None and out.name == "um-lockdep+series-check"
         assert (tree / "lib/kunit-cgroup/harness.c").is_file()
         assert MAKEFILE_LINE in (tree / "lib/Makefile").read_text()
         self.built.append(git(tree, "rev-parse", "HEAD"))
+        self.kconfig.append(list(kconfig_add))
         out.mkdir(parents=True, exist_ok=True)
         if "BROKEN" in (tree / "kernel/cgroup/cgroup.c").read_text():
             (out / "build.log").write_text(f"  CC      kernel/cgroup/cgroup.o\n{FIRST_ERROR}\n"
                                            f"{LAST_ERROR}\nmake[3]: *** Error 1\n")
             raise DriverError(f"build of um-lockdep failed: {LAST_ERROR}; see {out / 'build.log'}")
-        header = tree / HEADER
-        hooks = header.read_text() if header.is_file() else ""
-        objects = ["harness.o", "oracle_kunit.o"] + [o for hook, objs in HOOKS if hook in hooks
-                                                     for o in objs]
+        objects = []
+        for line in (tree / "lib/kunit-cgroup/Makefile").read_text().splitlines():
+            m = re.match(r"cgroup_kunit-(y|\$\(CONFIG_(\w+)\)) [:+]= (.*)", line)
+            if m and f"CONFIG_{m[2]}=n" not in kconfig_add:
+                objects += m[3].split()
         write_files(out, {"linux": "elf", "build.log": "  LD      linux\n",
                           "lib/kunit-cgroup/.built-in.a.cmd": SAVED_CMD.format(" ".join(objects))})
         return 1.0
@@ -221,12 +232,18 @@ def test_every_commit_builds_and_passes(tmp_path: Path, monkeypatch: pytest.Monk
     assert data["kernel_args"] == ["cgroup_kunit.duration_ms=200"]
     assert data["default_kernel_args"] == ["cgroup_kunit.duration_ms=200"]
     assert "cgroup_kunit.duration_ms=200 is series-check's default" in err
-    # the suite files the Makefile built at each commit
+    # the suites each commit cannot build turned off (the suite's symbols it lacks hooks for),
+    # so the suite files built at each commit are those whose hooks it has
+    assert fakes.kconfig == [
+        ["CONFIG_CGROUP_UCOUNT_KUNIT_TEST=n", "CONFIG_CGROUP_MIGRATE_KUNIT_TEST=n"],
+        ["CONFIG_CGROUP_MIGRATE_KUNIT_TEST=n"], ["CONFIG_CGROUP_MIGRATE_KUNIT_TEST=n"], []]
     assert [c["suite_files"] for c in data["commits"]] == [
         ["harness.c", "oracle_kunit.c"], ["harness.c", "oracle_kunit.c", "ucount_kunit.c"],
         ["harness.c", "oracle_kunit.c", "ucount_kunit.c"],
-        ["harness.c", "oracle_kunit.c", "ucount_kunit.c", "victims.c", "hierarchy.c",
-         "migrate_kunit.c"]]
+        ["harness.c", "oracle_kunit.c", "ucount_kunit.c", "migrate_kunit.c", "victims.c",
+         "hierarchy.c"]]
+    assert "carrying the suite onto " in err and "CGROUP_MIGRATE_KUNIT_TEST off (it lacks " \
+        "the cgroup test helpers, killable and freezable test tasks)" in err
     for c in data["commits"]:
         assert c["built"] and c["ok"] and c["status"] == "pass" and c["build_error"] == ""
         assert c["counts"] == counts(PASS_LOG) and c["failed_tests"] == []
@@ -244,7 +261,7 @@ def test_every_commit_builds_and_passes(tmp_path: Path, monkeypatch: pytest.Monk
                           "(base .. 0003-more-hooks); 4 checked\n")
     row = row_of(out, "0003-more-hooks")
     assert row[:9] == ["4", "0003-more-hooks", expect[3][:12], "ok", "PASS", "99", "0", "3", "0"]
-    assert row[-4:] == ["6", "+victims", "+hierarchy", "+migrate_kunit"]
+    assert row[-4:] == ["6", "+migrate_kunit", "+victims", "+hierarchy"]
     assert "PASS: every commit built and passed (4 of 4)" in out
     # JUnit: a testcase per commit, none failed
     suite = junit_of(env)

@@ -467,7 +467,8 @@ def test_stress_end_to_end(stress_env: dict[str, Path], monkeypatch: pytest.Monk
         args = (env["fake"] / f"{i}.args").read_text().splitlines()
         assert [a for a in args if a.startswith("--kernel_args=")] == [
             "--kernel_args=seccomp=on", "--kernel_args=ncpus=4",
-            f"--kernel_args=cgroup_kunit.seed={seed}", "--kernel_args=cgroup_kunit.duration_ms=500"]
+            f"--kernel_args=cgroup_kunit.seed={seed}", "--kernel_args=cgroup_kunit.duration_ms=500",
+            "--kernel_args=cgroup_kunit.selfcheck=1"]
         assert f"--build_dir={env['build'] / 'out' / 'um-lockdep'}" in args and args[-1] == "cgroup_kunit*"
     assert f"[cgkunit] stress um-lockdep: run 2/5 seed={seeds[1]}: FAIL: " \
            "lockdep:circular:provoke_a|provoke_b (1 failure so far: 1 signature)" in err
@@ -506,7 +507,7 @@ def test_stress_with_a_fixed_seed_until_it_fails(stress_env: dict[str, Path],
     for i in (1, 2, 3):
         args = (env["fake"] / f"{i}.args").read_text().splitlines()
         assert [a for a in args if a.startswith("--kernel_args=cgroup_kunit")] == [
-            "--kernel_args=cgroup_kunit.seed=77"]
+            "--kernel_args=cgroup_kunit.seed=77", "--kernel_args=cgroup_kunit.selfcheck=1"]
     assert "seed 77 every run" in out
     assert f"replay: KERNEL_SRC={env['kernel']} make run KERNEL_ARGS=\"cgroup_kunit.seed=77\" " \
            "FILTER='cgroup_kunit_oracle.provoke_lockdep'" in out

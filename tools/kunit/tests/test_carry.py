@@ -1,0 +1,149 @@
+"""carry.py: which suites a commit can build, read from the suite's Makefile and Kconfig and
+the tree's headers; the backports apply to today's suite; the features are what the series
+adds."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cgkunit import carry
+from cgkunit.common import DriverError
+from conftest import KUNIT_DIR
+
+REPO = KUNIT_DIR.parent.parent
+SUITE = REPO / "lib" / "kunit-cgroup"
+KCONFIG_SYMBOL = re.compile(r"^config (\w+)$", re.MULTILINE)
+
+
+def headers_with(*features: str) -> dict[str, str]:
+    """Headers of a tree that has these features (their texts, one a line)."""
+    out = {h: "" for h in carry.header_paths()}
+    for name in features:
+        f = carry.FEATURES[name]
+        out[f.header] += f.text + "\n"
+    return out
+
+
+ALL = tuple(carry.FEATURES)
+# kernel/series up to 0020: every hook but the reader snapshot's and the escrow's, and
+# inc_rlimit_get_ucounts() as it was (make bench's base kernel)
+BENCH_BASE = tuple(f for f in ALL if f not in ("stat-snapshot", "charge-limit", "escrow-hooks"))
+
+
+def test_the_makefile_objects_are_known_and_the_symbols_are_the_kconfig_ones() -> None:
+    symbols = carry.suite_symbols(REPO)
+    objects = {o for objs in symbols.values() for o in objs}
+    assert objects == set(carry.OBJECT_NEEDS)
+    assert {f"{p.stem}.o" for p in SUITE.glob("*.c")} == objects
+    assert symbols[""] == ["harness.o", "cpus.o", "oracle_kunit.o", "taint_kunit.o"]
+    # every symbol the Makefile selects objects with is one of the suite's Kconfig, and
+    # every symbol of the suite's Kconfig but the module's selects objects
+    kconfig = KCONFIG_SYMBOL.findall((SUITE / "Kconfig").read_text())
+    assert sorted(s for s in symbols if s) == sorted(s for s in kconfig if s != "CGROUP_KUNIT_TEST")
+    # the objects always built need nothing: they build at every commit
+    assert all(carry.OBJECT_NEEDS[o] == () for o in symbols[""])
+    assert all(f in carry.FEATURES for needs in carry.OBJECT_NEEDS.values() for f in needs)
+
+
+def test_each_feature_is_added_by_a_patch_of_the_series() -> None:
+    """A feature's text is in a line a patch of kernel/series adds to its header."""
+    series = [ln.split("#")[0].strip() for ln in (REPO / "kernel" / "series").read_text().splitlines()]
+    patches = [(REPO / "kernel" / "patches" / name).read_text() for name in series if name]
+    for name, f in carry.FEATURES.items():
+        added = [p for p in patches if f"+++ b/{f.header}\n" in p
+                 and any(ln.startswith("+") and f.found_in({f.header: ln}) for ln in p.splitlines())]
+        assert added, name
+
+
+def test_the_whole_series_carries_nothing() -> None:
+    plan = carry.plan_for(headers_with(*ALL), REPO)
+    assert plan.off == {} and plan.backports == () and plan.kconfig == [] and plan.describe() == ""
+
+
+def test_the_base_builds_the_harness_alone() -> None:
+    plan = carry.plan_for(headers_with(), REPO)
+    assert set(plan.off) == {s for s in carry.suite_symbols(REPO) if s}
+    assert plan.backports == ()  # no suite to backport for
+    assert plan.off["CGROUP_MIGRATE_KUNIT_TEST"] == ("cgroup-hooks", "user-victims")
+    assert "CONFIG_CGROUP_UCOUNT_KUNIT_TEST=n" in plan.kconfig
+
+
+def test_the_bench_base_builds_the_benchmarks_with_a_backport() -> None:
+    plan = carry.plan_for(headers_with(*BENCH_BASE), REPO)
+    assert plan.off == {"CGROUP_UCOUNT_KUNIT_TEST": ("escrow-hooks",),
+                        "CGROUP_RSTAT_READER_KUNIT_TEST": ("stat-snapshot",)}
+    assert [b.feature for b in plan.backports] == ["charge-limit"]
+    assert plan.describe() == ("CGROUP_UCOUNT_KUNIT_TEST off (it lacks the ucount escrow test "
+                               "hooks); CGROUP_RSTAT_READER_KUNIT_TEST off (it lacks the cpu.stat "
+                               "snapshot); backport sigpending-charge-before-limit.patch")
+    # without backports (a module built out of tree) the benchmarks are off too
+    plain = carry.plan_for(headers_with(*BENCH_BASE), REPO, backports=False)
+    assert plain.off["CGROUP_KUNIT_BENCH"] == ("charge-limit",) and plain.backports == ()
+
+
+def test_features_are_words_of_the_header() -> None:
+    f = carry.FEATURES["cgroup-hooks"]
+    assert f.found_in({f.header: "struct cgroup *cgroup_create_for_test(struct cgroup *p);"})
+    assert not f.found_in({f.header: "cgroup_create_for_tests();"})
+    assert not f.found_in({})
+    limit = carry.FEATURES["charge-limit"]
+    assert limit.found_in({limit.header: "\t\t\t    bool override_rlimit, unsigned long limit);"})
+    assert not limit.found_in({limit.header: "\t\t\t    bool override_rlimit);"})
+
+
+def test_an_unknown_object_needs_every_feature() -> None:
+    assert carry.needs(["new_kunit.o"]) == list(carry.FEATURES)
+    assert carry.needs(["harness.o", "files.o"]) == ["mount-hooks"]
+
+
+def test_a_missing_makefile_or_backport_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(DriverError, match="Makefile"):
+        carry.suite_symbols(tmp_path)
+    (tmp_path / carry.SUITE_MAKEFILE).parent.mkdir(parents=True)
+    shutil.copy(SUITE / "Makefile", tmp_path / carry.SUITE_MAKEFILE)
+    with pytest.raises(DriverError, match="sigpending-charge-before-limit.patch is missing"):
+        carry.plan_for(headers_with(*BENCH_BASE), tmp_path)
+
+
+def test_the_backports_apply_to_the_suite(tmp_path: Path) -> None:
+    """Each backport applies to today's lib/kunit-cgroup (git apply, as the hook does)."""
+    shutil.copytree(SUITE, tmp_path / "lib" / "kunit-cgroup")
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    for b in carry.BACKPORTS:
+        proc = subprocess.run(["git", "-C", str(tmp_path), "apply", "--check", str(REPO / b.patch)],
+                              capture_output=True, text=True)
+        assert proc.returncode == 0, f"{b.patch}: {proc.stderr}"
+    assert {b.feature for b in carry.BACKPORTS} <= set(carry.FEATURES)
+    assert sorted(p.name for p in (REPO / carry.BACKPORT_DIR).iterdir()) == \
+        sorted(b.patch.name for b in carry.BACKPORTS)
+
+
+def test_a_tree_is_carried_as_its_commit_says(tmp_path: Path) -> None:
+    """tree.carry_at reads the headers of the commit, not the work tree; hook_suite applies the
+    backports to the hooked-in copy of the suite, and the project's copy stays as it was."""
+    from cgkunit import tree as tr
+    kernel = tmp_path / "linux"
+    files = {"lib/Kconfig.debug": "", "lib/Makefile": "", **headers_with(*BENCH_BASE)}
+    for rel, text in files.items():
+        (kernel / rel).parent.mkdir(parents=True, exist_ok=True)
+        (kernel / rel).write_text(text)
+    tr.git(kernel, "init", "-q")
+    tr.git(kernel, "add", "-A")
+    tr.git(kernel, "commit", "-q", "-m", "0020", env=tr.AUTHOR_ENV)
+    old = tr.git(kernel, "rev-parse", "HEAD").stdout.strip()
+    (kernel / carry.USER_NS_H).write_text(headers_with("charge-limit")[carry.USER_NS_H])
+    plan = tr.carry_at(kernel, old, REPO)
+    assert [b.feature for b in plan.backports] == ["charge-limit"]
+    assert carry.plan(kernel, REPO).backports == ()  # the work tree has the feature
+    tr.hook_suite(kernel, SUITE, [REPO / b.patch for b in plan.backports])
+    hooked = (kernel / "lib" / "kunit-cgroup" / "sigpending.h").read_text()
+    assert "n > limit" in hooked and "n > limit" not in (SUITE / "sigpending.h").read_text()
+    assert tr.MAKEFILE_LINE in (kernel / "lib" / "Makefile").read_text()
+    # hooked again without the backport: the suite's own file back
+    tr.hook_suite(kernel, SUITE)
+    assert (kernel / "lib" / "kunit-cgroup" / "sigpending.h").read_text() == \
+        (SUITE / "sigpending.h").read_text()
