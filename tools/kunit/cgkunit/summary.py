@@ -167,6 +167,31 @@ def first_failure(diags: list[str]) -> list[str]:
     return out
 
 
+def _fit(entries: list[tuple[bool, list[str]]], rest: list[str], room: int) -> list[str]:
+    """The tests' lines within room, in their order. A test that failed or had a report
+    keeps its first line whatever room is left, and its details while they fit; the
+    others come as they fit; one last line says how many were left out."""
+    if sum(len(lines) for _, lines in entries) + len(rest) <= room:
+        return [line for _, lines in entries for line in lines] + rest
+    shown: dict[int, int] = {i: 1 for i, (bad, _) in enumerate(entries) if bad}
+    used = len(shown) + len(rest) + 1
+    for i in shown:
+        more = len(entries[i][1]) - 1
+        if used + more <= room:
+            shown[i] += more
+            used += more
+    for i, (bad, lines) in enumerate(entries):
+        if not bad and used + len(lines) <= room:
+            shown[i] = len(lines)
+            used += len(lines)
+    body = [line for i, (_, lines) in enumerate(entries) for line in lines[:shown.get(i, 0)]]
+    left = sum(len(lines) - shown.get(i, 0) for i, (_, lines) in enumerate(entries))
+    if left:
+        body.append(f"  ... {left} more lines (details, passed and skipped tests): "
+                    "see summary.json")
+    return body + rest
+
+
 def format_summary(report: Report) -> str:
     """One screen: cases always, parameters only when they failed or had a report."""
     out: list[str] = []
@@ -181,7 +206,7 @@ def format_summary(report: Report) -> str:
     if report.tree or report.base:
         out.append(f"  tree {report.tree}  base {report.base}")
     out += [f"  watchdog: {stop_line(stop)}" for stop in report.stops]
-    body: list[str] = []
+    entries: list[tuple[bool, list[str]]] = []
     for t in report.tests:
         if t.line_no is None and t.level not in POINT_LEVELS:
             continue
@@ -189,11 +214,11 @@ def format_summary(report: Report) -> str:
             continue
         if t.level == "param" and t.status not in ("FAIL", "CRASH") and not t.splats:
             continue
-        body += _test_lines(t)
-    for s, n in grouped([s for s in report.splats
-                          if s.test == "boot" or s.test.startswith("shutdown")]):
-        body.append(f"  {s.test}: {splat_line(s, n)}")
-    body += [f"  NOT RUN {n.describe()}" for n in report.not_run]
+        entries.append((t.status in ("FAIL", "CRASH") or bool(t.splats), _test_lines(t)))
+    rest = [f"  {s.test}: {splat_line(s, n)}"
+            for s, n in grouped([s for s in report.splats
+                                 if s.test == "boot" or s.test.startswith("shutdown")])]
+    rest += [f"  NOT RUN {n.describe()}" for n in report.not_run]
     hints = replay_hints(report)
     tail: list[str] = []
     c = report.counts
@@ -217,6 +242,5 @@ def format_summary(report: Report) -> str:
         tail.append("  run what was never reached:")
         tail += [f"    {h}" for h in later[:3]]
     room = max(SCREEN - len(out) - len(tail) - 1, 8)
-    if len(body) > room:
-        body = body[:room] + [f"  ... {len(body) - room} more lines: see summary.json"]
+    body = _fit(entries, rest, room)
     return "\n".join(out + body + tail) + "\n"

@@ -457,3 +457,32 @@ def test_real_oracle_probe_broken_fails_the_selfchecks() -> None:
     assert failed == ["cgroup_kunit_oracle.oracle_sees_lockdep",
                       "cgroup_kunit_oracle.oracle_sees_warning"]
     assert sorted(s.kind for s in report.splats) == ["lockdep", "warning"]
+
+
+# --- a long run's summary: what failed is on the screen whatever passed before it ----
+
+@pytest.mark.parametrize("name", ["real_um_leaked_reference.log", "real_kcsan_racy_update.log",
+                                  "real_um_lost_decrement.log"])
+def test_every_failure_on_the_screen(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    r = parse(name)
+    bad = [t for t in r.tests if t.status in ("FAIL", "CRASH") and t.line_no is not None]
+    assert bad
+    monkeypatch.setattr(sm, "SCREEN", 8)  # far less room than the failures take
+    text = sm.format_summary(r)
+    for t in bad:
+        assert f"  {t.status:<5} {t.display}" in text or f"  {t.status:<5} {t.id}" in text
+    assert "more lines (details, passed and skipped tests)" in text or \
+        all(t.status in ("FAIL", "CRASH") for t in r.tests if t.line_no is not None)
+
+
+def test_a_failure_after_many_passes_is_shown() -> None:
+    """As in CI (a whole suite on x86_64-kcsan, one case failing near the end): the
+    failing case outranks the passed ones that came before it."""
+    r = parse("real_um_reach.log")
+    assert r.status == "pass"
+    last = [t for t in r.tests if t.level == "case" and t.line_no is not None][-1]
+    last.status = "FAIL"
+    text = sm.format_summary(r)
+    assert f"  FAIL  {last.display}" in text
+    assert "more lines (details, passed and skipped tests): see summary.json" in text
+    assert len(text.splitlines()) <= sm.SCREEN + 1
