@@ -1969,6 +1969,11 @@ struct uc_pair {
  * @pair_max: what a pair holds at most: a little over its share of the limit
  * @targets: where chargers charge from, @nr_targets of them
  * @charges: admitted; @refusals: refused; @uncharges: given back
+ * @held: what all pairs hold
+ * @emptying: a charge was refused: every charger waits until the pairs
+ *	      hold nothing, so that the level's count falls to 0 and the next
+ *	      charge enables its escrow again (with pairs emptied one at a
+ *	      time, the others keep the count above where it re-enables)
  * @seen_reserved: an uncharger saw reservations at @node
  * @seen_exact: an uncharger saw @node drained
  * @seen_reenabled: an uncharger saw reservations after @node was drained
@@ -1982,6 +1987,8 @@ struct uc_cross {
 	u8 targets[UC_NR_TARGETS];
 	unsigned int nr_targets;
 	atomic_long_t charges, refusals, uncharges;
+	atomic_long_t held;
+	bool emptying;
 	atomic_t seen_reserved, seen_exact, seen_reenabled;
 };
 
@@ -2005,6 +2012,13 @@ static void uc_cross_charge(struct cgk_worker *w, struct uc_cross *x,
 	char why[CGK_FAILURE_LEN];
 	unsigned int t;
 
+	if (READ_ONCE(x->emptying)) {
+		if (atomic_long_read(&x->held)) {
+			usleep_range(20, 50);
+			return;
+		}
+		WRITE_ONCE(x->emptying, false);
+	}
 	if (p->draining) {
 		if (atomic_long_read(&p->total)) {
 			usleep_range(20, 50);
@@ -2015,13 +2029,14 @@ static void uc_cross_charge(struct cgk_worker *w, struct uc_cross *x,
 	t = x->targets[cgk_rand(w, x->nr_targets)];
 	if (!cgk_sigpending_charge(uc_leaf(c, t), false, LONG_MAX)) {
 		atomic_long_inc(&x->refusals);
-		p->draining = true;
+		WRITE_ONCE(x->emptying, true);
 		return;
 	}
 	atomic_long_inc(&x->charges);
 	if (!uc_shadow_admit(c, &c->target[t], 1, 1, why, sizeof(why)))
 		cgk_fail(w, "%s", why);
 	atomic_long_inc(&p->held[t]);
+	atomic_long_inc(&x->held);
 	if (atomic_long_inc_return(&p->total) >= x->pair_max)
 		p->draining = true;
 }
@@ -2061,6 +2076,7 @@ static void uc_cross_uncharge(struct cgk_worker *w, struct uc_cross *x,
 	uc_shadow_release(c, &c->target[t], 1, 1);
 	dec_rlimit_put_ucounts(uc_leaf(c, t), UC_RL_GET);
 	atomic_long_dec(&p->total);
+	atomic_long_dec(&x->held);
 	atomic_long_inc(&x->uncharges);
 }
 
@@ -2105,11 +2121,11 @@ static void uc_cross_release(void *arg)
 }
 
 /*
- * Charges made on one CPU and given back on another: each pair of workers,
- * bound to two CPUs, fills A's level to its limit and empties it again, so
- * that the charger's CPU refills its escrow, the uncharger's gives back,
- * and the level goes from reservations to exact mode and back, over and
- * over. Every admitted charge keeps every level within its limit; once
+ * Charges made on one CPU and given back on another: pairs of workers,
+ * each bound to two CPUs, fill A's level to its limit together and, once
+ * a charge is refused, all empty it again, so that the chargers' CPUs
+ * refill their escrows, the unchargers' give back, and the level goes
+ * from reservations to exact mode and back, over and over. Every admitted charge keeps every level within its limit; once
  * the workers stop, every level reports exactly what is held; after that
  * a sibling gets exactly the limit.
  */

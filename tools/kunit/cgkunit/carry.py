@@ -71,7 +71,8 @@ FEATURES: dict[str, Feature] = {
 # here). The helpers: files.o (cgroup files through a mount), hierarchy.o (test cgroups and
 # baselines), victims.o (the tasks moved around).
 OBJECT_NEEDS: dict[str, tuple[str, ...]] = {
-    "harness.o": (), "cpus.o": (), "oracle_kunit.o": (), "taint_kunit.o": (),
+    "harness.o": (), "cpus.o": (), "oracle_kunit.o": (), "reach_kunit.o": (),
+    "taint_kunit.o": (),
     "files.o": ("mount-hooks",),
     "hierarchy.o": ("cgroup-hooks",),
     "victims.o": ("cgroup-hooks", "user-victims"),

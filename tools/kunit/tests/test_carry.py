@@ -39,7 +39,8 @@ def test_the_makefile_objects_are_known_and_the_symbols_are_the_kconfig_ones() -
     objects = {o for objs in symbols.values() for o in objs}
     assert objects == set(carry.OBJECT_NEEDS)
     assert {f"{p.stem}.o" for p in SUITE.glob("*.c")} == objects
-    assert symbols[""] == ["harness.o", "cpus.o", "oracle_kunit.o", "taint_kunit.o"]
+    assert symbols[""] == ["harness.o", "cpus.o", "oracle_kunit.o", "reach_kunit.o",
+                           "taint_kunit.o"]
     # every symbol the Makefile selects objects with is one of the suite's Kconfig, and
     # every symbol of the suite's Kconfig but the module's selects objects
     kconfig = KCONFIG_SYMBOL.findall((SUITE / "Kconfig").read_text())
