@@ -8,7 +8,9 @@ lists (`cgroup_kunit-$(CONFIG_<symbol>) += a.o b.o`). What the driver knows, and
 older commits:
 
 - what each object of the suite needs of the kernel (OBJECT_NEEDS), as FEATURES: a test hook
-  or a change of the series, each found by a text of the tree's headers;
+  or a change of the series, each found by a text of the tree's headers (or of
+  lib/Kconfig.debug: CONFIG_CGROUP_KUNIT_TEST, which the series defines with its first hooks
+  and every build needs, BUILD_NEEDS);
 - so which suites a commit cannot build: they are turned off in its build (kunit.py
   --kconfig_add CONFIG_<symbol>=n), and the rest of the suite builds and runs there;
 - BACKPORTS: where a suite is wanted on kernels from before a change it builds against (the
@@ -29,6 +31,7 @@ from .common import DriverError, read_text_file, sha256_file
 
 HOOKS_H = "include/linux/cgroup_kunit.h"
 USER_NS_H = "include/linux/user_namespace.h"
+KCONFIG_DEBUG = "lib/Kconfig.debug"
 SUITE_MAKEFILE = Path("lib") / "kunit-cgroup" / "Makefile"
 BACKPORT_DIR = Path("tools") / "kunit" / "backports"
 SUITE_MODULE_OBJECTS = "cgroup_kunit"  # the composite object: cgroup_kunit-y, -$(CONFIG_X)
@@ -52,6 +55,8 @@ class Feature:
 
 
 FEATURES: dict[str, Feature] = {
+    "module-symbol": Feature("CONFIG_CGROUP_KUNIT_TEST", KCONFIG_DEBUG,
+                             "config CGROUP_KUNIT_TEST"),
     "ucount-hooks": Feature("the ucount test hooks", HOOKS_H, "ucounts_nr_hashed_for_uid"),
     "cgroup-hooks": Feature("the cgroup test helpers", HOOKS_H, "cgroup_create_for_test"),
     "controller-hooks": Feature("controllers enabled from KUnit", HOOKS_H,
@@ -88,6 +93,12 @@ OBJECT_NEEDS: dict[str, tuple[str, ...]] = {
 }
 
 
+# What every build of the suite needs (the objects always built too): where the tree lacks it,
+# its backport, when backports apply; without them (a module built out of tree, whose .config
+# then has no CONFIG_CGROUP_KUNIT_TEST) nothing of the suite builds anyway.
+BUILD_NEEDS = ("module-symbol",)
+
+
 @dataclass(frozen=True)
 class Backport:
     """A patch of the suite for kernels without a feature."""
@@ -96,6 +107,7 @@ class Backport:
 
 
 BACKPORTS: tuple[Backport, ...] = (
+    Backport("module-symbol", BACKPORT_DIR / "module-symbol-before-the-hooks.patch"),
     Backport("charge-limit", BACKPORT_DIR / "sigpending-charge-before-limit.patch"),
 )
 
@@ -138,7 +150,7 @@ def needs(objects: list[str]) -> list[str]:
 
 
 def header_paths() -> list[str]:
-    """The headers FEATURES are found in."""
+    """The files (headers, and lib/Kconfig.debug) FEATURES are found in."""
     return sorted({f.header for f in FEATURES.values()})
 
 
@@ -175,6 +187,8 @@ def plan_for(headers: dict[str, str], repo: Path, backports: bool = True) -> Car
             off[symbol] = lacks
         else:
             used.update((f, cover[f]) for f in missing)
+    # what every build needs, the objects always built included
+    used.update((f, cover[f]) for f in BUILD_NEEDS if f not in present and f in cover)
     for b in used.values():
         if not (repo / b.patch).is_file():
             raise DriverError(f"{b.patch} is missing (the backport for kernels without "

@@ -24,6 +24,9 @@ HOOK_MSG = "kunit-cgroup: hook in the test suite"
 SUITE_MSG = Path("kernel") / "suite.msg"  # the hook commit's message: the suite as a patch
 SUITE_DIR = Path("lib") / "kunit-cgroup"
 KCONFIG_LINE = 'source "lib/kunit-cgroup/Kconfig"'
+# The suite's symbols go right after the module's, which the series defines with its first
+# hooks (carry.py backports it for trees without)
+KCONFIG_ENTRY = "config CGROUP_KUNIT_TEST"
 MAKEFILE_LINE = "obj-$(CONFIG_CGROUP_KUNIT_TEST) += kunit-cgroup/"
 MAINTAINERS = "MAINTAINERS"
 MAINTAINERS_SECTION = "CONTROL GROUP (CGROUP)"  # the suite is cgroup's to maintain
@@ -226,13 +229,25 @@ def sync_suite(src: Path, dst: Path) -> list[str]:
     return changed
 
 
-def ensure_line(path: Path, line: str) -> bool:
-    """Append line to path unless an identical line is present."""
+def ensure_line(path: Path, line: str, after: str = "") -> bool:
+    """Add line to path unless an identical line is present: after the Kconfig entry that
+    starts with the line after (its help and all, a blank line on each side) where path has
+    one, else at the end."""
     if not path.is_file():
         raise DriverError(f"{path} is missing from the kernel tree")
     text = path.read_text()
-    if any(existing.strip() == line for existing in text.splitlines()):
+    lines = text.splitlines()
+    if any(existing.strip() == line for existing in lines):
         return False
+    if after in lines:
+        end = lines.index(after) + 1
+        while end < len(lines) and (not lines[end] or lines[end][0].isspace()):
+            end += 1
+        while lines[end - 1] == "":
+            end -= 1
+        lines[end:end] = ["", line]
+        path.write_text("\n".join(lines) + "\n")
+        return True
     if text and not text.endswith("\n"):
         text += "\n"
     path.write_text(text + line + "\n")
@@ -478,8 +493,8 @@ def hook_suite(tree: Path, suite_src: Path, backports: Sequence[Path] = ()) -> l
     (the hook commit adds MAINTAINERS)."""
     changed = sync_suite(suite_src, tree / SUITE_DIR)
     apply_backports(tree, backports)
-    for name, line in zip(HOOKED_FILES, (KCONFIG_LINE, MAKEFILE_LINE)):
-        ensure_line(tree / name, line)
+    ensure_line(tree / HOOKED_FILES[0], KCONFIG_LINE, after=KCONFIG_ENTRY)
+    ensure_line(tree / HOOKED_FILES[1], MAKEFILE_LINE)
     return changed
 
 

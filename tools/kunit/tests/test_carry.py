@@ -68,7 +68,9 @@ def test_the_whole_series_carries_nothing() -> None:
 def test_the_base_builds_the_harness_alone() -> None:
     plan = carry.plan_for(headers_with(), REPO)
     assert set(plan.off) == {s for s in carry.suite_symbols(REPO) if s}
-    assert plan.backports == ()  # no suite to backport for
+    # no suite to backport for; the module's symbol, which the series defines with its hooks
+    assert [b.feature for b in plan.backports] == ["module-symbol"]
+    assert plan.describe().endswith("; backport module-symbol-before-the-hooks.patch")
     assert plan.off["CGROUP_MIGRATE_KUNIT_TEST"] == ("cgroup-hooks", "user-victims")
     assert "CONFIG_CGROUP_UCOUNT_KUNIT_TEST=n" in plan.kconfig
 
@@ -148,3 +150,30 @@ def test_a_tree_is_carried_as_its_commit_says(tmp_path: Path) -> None:
     tr.hook_suite(kernel, SUITE)
     assert (kernel / "lib" / "kunit-cgroup" / "sigpending.h").read_text() == \
         (SUITE / "sigpending.h").read_text()
+
+
+def test_the_module_symbol_comes_from_a_backport_only_where_the_tree_lacks_it() -> None:
+    lacking = tuple(f for f in ALL if f != "module-symbol")
+    plan = carry.plan_for(headers_with(*lacking), REPO)
+    assert plan.off == {} and [b.feature for b in plan.backports] == ["module-symbol"]
+    # out of tree (no backports) there is nothing to do: the .config has no symbol either
+    assert carry.plan_for(headers_with(*lacking), REPO, backports=False).backports == ()
+
+
+def test_the_suite_kconfig_goes_right_after_the_module_symbol(tmp_path: Path) -> None:
+    """The hook sources the suite's Kconfig after the entry of CONFIG_CGROUP_KUNIT_TEST (help
+    text and blank lines in it) where the kernel has one, so that menuconfig nests the suites
+    under it; at the end of lib/Kconfig.debug where it does not (the backport defines it)."""
+    from cgkunit import tree as tr
+    entry = ["config CGROUP_KUNIT_TEST", "\ttristate \"x\"", "\thelp", "\t  One.", "",
+             "\t  Two.", ""]
+    kd = tmp_path / "Kconfig.debug"
+    kd.write_text("\n".join(["config A", "\tbool", ""] + entry + ["config B", "\tbool", ""]))
+    assert tr.ensure_line(kd, tr.KCONFIG_LINE, after=tr.KCONFIG_ENTRY)
+    lines = kd.read_text().splitlines()
+    at = lines.index(tr.KCONFIG_LINE)
+    assert lines[at - 2:at + 3] == ["\t  Two.", "", tr.KCONFIG_LINE, "", "config B"]
+    assert not tr.ensure_line(kd, tr.KCONFIG_LINE, after=tr.KCONFIG_ENTRY)
+    kd.write_text("config A\n\tbool\n")
+    assert tr.ensure_line(kd, tr.KCONFIG_LINE, after=tr.KCONFIG_ENTRY)
+    assert kd.read_text().splitlines()[-1] == tr.KCONFIG_LINE
