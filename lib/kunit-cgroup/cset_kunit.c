@@ -16,9 +16,10 @@
  *  - migrators move victim kthreads between the leaves and a2 through
  *    cgroup_procs_write_for_test(). Victims are spread so that most moves
  *    create a new css_set for the destination and drop the last reference
- *    to the one left behind. Where the kernel has the memory and pids
- *    controllers, they are enabled in the hierarchy (a0's leaves get both,
- *    a1's only the first, a2's none), so sets differ in their csses too,
+ *    to the one left behind. Where the kernel has the memory, pids and
+ *    cpuset controllers, they are enabled in the hierarchy (a0's leaves
+ *    get all, a1's only the first, a2's none), so sets differ in their
+ *    csses too, migrations run cpuset's can_attach and attach callbacks,
  *    and in the controller cases migrators also toggle the controllers in
  *    a0's and a1's subtree_control, which moves every task below to new
  *    sets (cgroup_update_dfl_csses());
@@ -81,6 +82,7 @@
 #define CS_NR_TARGETS		10		/* a2 and the nine leaves */
 #define CS_NR_SLOTS		4		/* shared css_set references */
 #define CS_MAX_LINKS		8		/* hierarchies a reader looks at */
+#define CS_MAX_CONTROLLERS	3		/* memory, pids, cpuset */
 #define CS_READ_DWELL_US	20		/* readers hold the set this long */
 #define CS_CHECK_INTERVAL_MS	20
 #define CS_RMDIR_PATIENCE	8	/* -EBUSY in a row before evicting */
@@ -129,7 +131,7 @@ struct cs_case {
 	struct cgk_herd *herd;
 	struct cs_slot slots[CS_NR_SLOTS];
 	/* controllers: indices into cs_controllers[] the kernel has */
-	unsigned int avail[2];
+	unsigned int avail[CS_MAX_CONTROLLERS];
 	unsigned int nr_ctrl;
 	unsigned int root_enabled;	/* bits of cs_controllers[] we enabled */
 	struct mutex ctrl_lock;		/* guards ctrl_on and the toggles */
@@ -155,8 +157,13 @@ static const struct cs_controller {
 #if IS_ENABLED(CONFIG_CGROUP_PIDS)
 	{ "pids", pids_cgrp_id },
 #endif
+#if IS_ENABLED(CONFIG_CPUSETS)
+	/* cpuset_can_attach() and cpuset_attach() on every migration under it */
+	{ "cpuset", cpuset_cgrp_id },
+#endif
 	{ NULL, 0 }
 };
+static_assert(ARRAY_SIZE(cs_controllers) - 1 <= CS_MAX_CONTROLLERS);
 
 static enum cs_role cs_role(const struct cs_case *c, const struct cgk_worker *w)
 {
@@ -703,7 +710,7 @@ static void cs_run(struct kunit *test, const struct cs_variant *v)
 	kunit_info(test, "%s\n", v->desc);
 	c = cs_setup(test, v, max(nr / 2, 2U) + 2);
 	if ((flags & CS_CTRL_HOT) && !c->nr_ctrl)
-		kunit_skip(test, "neither the memory nor the pids controller is available");
+		kunit_skip(test, "none of the memory, pids and cpuset controllers is available");
 
 	gang = cgk_gang_create(test, nr, &cs_gang_ops, c);
 	KUNIT_ASSERT_NOT_NULL(test, gang);
