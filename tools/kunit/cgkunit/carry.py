@@ -33,6 +33,7 @@ HOOKS_H = "include/linux/cgroup_kunit.h"
 USER_NS_H = "include/linux/user_namespace.h"
 KCONFIG_DEBUG = "lib/Kconfig.debug"
 SUITE_MAKEFILE = Path("lib") / "kunit-cgroup" / "Makefile"
+SUITE_KCONFIG = Path("lib") / "kunit-cgroup" / "Kconfig"
 BACKPORT_DIR = Path("tools") / "kunit" / "backports"
 SUITE_MODULE_OBJECTS = "cgroup_kunit"  # the composite object: cgroup_kunit-y, -$(CONFIG_X)
 # `cgroup_kunit-y := a.o b.o`, `cgroup_kunit-$(CONFIG_X) += c.o d.o`, one line each
@@ -142,6 +143,14 @@ def suite_symbols(repo: Path) -> dict[str, list[str]]:
     return out
 
 
+def suite_defines_module_symbol(repo: Path) -> bool:
+    """Whether the suite's own Kconfig defines CONFIG_CGROUP_KUNIT_TEST (as it did before the
+    series defined it with its first hooks): then no tree needs it backported."""
+    path = repo / SUITE_KCONFIG
+    text = read_text_file(path) if path.is_file() else ""
+    return FEATURES["module-symbol"].found_in({KCONFIG_DEBUG: text})
+
+
 def needs(objects: list[str]) -> list[str]:
     """The features objects need, in FEATURES' order; an object the table does not know needs
     every feature (it builds only where the tree has them all)."""
@@ -175,6 +184,8 @@ def plan_for(headers: dict[str, str], repo: Path, backports: bool = True) -> Car
     build, and the backports applied for the ones it can (whose patches must exist);
     without backports, the suites that would need one are off too."""
     present = {name for name, f in FEATURES.items() if f.found_in(headers)}
+    if suite_defines_module_symbol(repo):
+        present.add("module-symbol")
     cover = {b.feature: b for b in BACKPORTS} if backports else {}
     off: dict[str, tuple[str, ...]] = {}
     used: dict[str, Backport] = {}

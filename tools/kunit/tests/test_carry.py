@@ -177,3 +177,11 @@ def test_the_suite_kconfig_goes_right_after_the_module_symbol(tmp_path: Path) ->
     kd.write_text("config A\n\tbool\n")
     assert tr.ensure_line(kd, tr.KCONFIG_LINE, after=tr.KCONFIG_ENTRY)
     assert kd.read_text().splitlines()[-1] == tr.KCONFIG_LINE
+
+
+def test_no_backport_of_the_symbol_for_a_suite_that_defines_it(tmp_path: Path) -> None:
+    (tmp_path / carry.SUITE_MAKEFILE).parent.mkdir(parents=True)
+    shutil.copy(SUITE / "Makefile", tmp_path / carry.SUITE_MAKEFILE)
+    (tmp_path / carry.SUITE_KCONFIG).write_text("config CGROUP_KUNIT_TEST\n\ttristate \"x\"\n")
+    assert carry.plan_for(headers_with(), tmp_path).backports == ()
+    assert not carry.suite_defines_module_symbol(REPO)
