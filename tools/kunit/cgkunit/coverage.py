@@ -1,10 +1,11 @@
 """make coverage: which lines of the kernel the suite drives (UML gcov + lcov).
 
 The um-coverage profile builds UML with CONFIG_GCOV; each object's .gcda is
-written when the kernel exits. lcov turns those of kernel/ into one .info
-file, which this module reads (the format is plain text: SF/FN/FNDA/BRDA/DA
+written when the kernel exits. lcov turns those of kernel/ and mm/ into one
+.info file, which this module reads (the format is plain text: SF/FN/FNDA/BRDA/DA
 records) to report line and branch coverage and the functions never entered
-for the files and function groups a cgroup maintainer cares about.
+for the files and function groups a cgroup maintainer cares about, the attach
+and fork callbacks of the controllers among them.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from .report import exit_code, raise_refused
 PROFILE = "um-coverage"
 PACKAGES = ("lcov",)
 # Object directories (under the build dir) whose .gcda files are captured.
-CAPTURE_DIRS = ("kernel",)
+CAPTURE_DIRS = ("kernel", "mm")
 NEVER_SHOWN = 6   # names of never-entered functions printed per target (all are in the JSON)
 
 
@@ -63,6 +64,22 @@ CGROUP_V1_ATTACH = (
 # signal.c: the queued-signal allocation and free that charge RLIMIT_SIGPENDING.
 SIGQUEUE = ("sig_get_ucounts", "__sigqueue_init", "sigqueue_alloc", "__sigqueue_free")
 
+# The attach and fork callbacks of the controllers the profiles build (struct cgroup_subsys
+# .can_attach, .cancel_attach, .attach, .can_fork, .cancel_fork, .fork, .exit, .release):
+# whether the suite's migrations and forks ran them with the controller on their hierarchy.
+CALLBACKS: tuple[Target, ...] = (
+    Target("kernel/cgroup/cpuset.c", "cpuset: attach and fork callbacks",
+           ("cpuset_can_attach", "cpuset_cancel_attach", "cpuset_attach", "cpuset_can_fork",
+            "cpuset_cancel_fork", "cpuset_fork")),
+    Target("kernel/cgroup/pids.c", "pids: attach and fork callbacks",
+           ("pids_can_attach", "pids_cancel_attach", "pids_can_fork", "pids_cancel_fork",
+            "pids_release")),
+    Target("mm/memcontrol.c", "memory: attach and fork callbacks",
+           ("mem_cgroup_attach", "mem_cgroup_fork", "mem_cgroup_exit")),
+    Target("kernel/cgroup/legacy_freezer.c", "freezer (v1): attach and fork callbacks",
+           ("freezer_attach", "freezer_fork")),
+)
+
 TARGETS: tuple[Target, ...] = (
     Target("kernel/ucount.c"),
     Target("kernel/cgroup/rstat.c"),
@@ -73,6 +90,7 @@ TARGETS: tuple[Target, ...] = (
     Target("kernel/cgroup/pids.c"),
     Target("kernel/cgroup/freezer.c"),
     Target("kernel/signal.c", "signal.c: sigqueue alloc/free", SIGQUEUE),
+    *CALLBACKS,
 )
 
 
