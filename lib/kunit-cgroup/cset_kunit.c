@@ -163,6 +163,7 @@ static const struct cs_controller {
 #endif
 	{ NULL, 0 }
 };
+
 static_assert(ARRAY_SIZE(cs_controllers) - 1 <= CS_MAX_CONTROLLERS);
 
 static enum cs_role cs_role(const struct cs_case *c, const struct cgk_worker *w)

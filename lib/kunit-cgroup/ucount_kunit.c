@@ -2125,9 +2125,10 @@ static void uc_cross_release(void *arg)
  * each bound to two CPUs, fill A's level to its limit together and, once
  * a charge is refused, all empty it again, so that the chargers' CPUs
  * refill their escrows, the unchargers' give back, and the level goes
- * from reservations to exact mode and back, over and over. Every admitted charge keeps every level within its limit; once
- * the workers stop, every level reports exactly what is held; after that
- * a sibling gets exactly the limit.
+ * from reservations to exact mode and back, over and over. Every
+ * admitted charge keeps every level within its limit; once the workers
+ * stop, every level reports exactly what is held; after that a sibling
+ * gets exactly the limit.
  */
 static void rlimit_escrow_cross_cpu(struct kunit *test)
 {
