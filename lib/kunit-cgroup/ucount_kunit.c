@@ -1947,6 +1947,12 @@ static void uc_pin_release(void *arg)
 #define UC_CROSS_OVER_SHARE	16
 /* How often an uncharger looks at the escrow of the level under test. */
 #define UC_CROSS_SAMPLE		32
+/*
+ * Runs of the pairs, each duration_ms long, until the level has refused a
+ * charge, held reservations and held them again after exact mode: in one
+ * run alone it misses one of them about one run in five (UML, 4 CPUs).
+ */
+#define UC_CROSS_ROUNDS		4
 
 /**
  * struct uc_pair - a charger and an uncharger on two CPUs
@@ -2132,13 +2138,14 @@ static void uc_cross_release(void *arg)
  */
 static void rlimit_escrow_cross_cpu(struct kunit *test)
 {
-	unsigned int i, t, nr_pairs = num_online_cpus() / 2;
+	unsigned int i, t, round, nr_pairs = num_online_cpus() / 2;
 	unsigned long writes;
 	long lim[UC_NR_NS];
 	struct cgk_gang *gang;
 	struct uc_ledger *l;
 	struct uc_cross *x;
 	struct uc_case *c;
+	bool ok;
 
 	if (!nr_pairs)
 		kunit_skip(test, "one CPU: nothing to uncharge on another");
@@ -2166,20 +2173,26 @@ static void rlimit_escrow_cross_cpu(struct kunit *test)
 	/* Registered before the gang, so it runs after the gang stopped. */
 	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, uc_cross_release, x));
 
-	gang = cgk_gang_create(test, 2 * nr_pairs, &uc_cross_ops, x);
-	KUNIT_ASSERT_NOT_NULL(test, gang);
-	for (i = 0; i < gang->nr; i++) {
-		gang->workers[i].priv = kunit_kzalloc(test, sizeof(struct uc_cross_worker),
-						      GFP_KERNEL);
-		KUNIT_ASSERT_NOT_NULL(test, gang->workers[i].priv);
-	}
 	writes = ucounts_shared_writes_for_test();
-	cgk_gang_run(gang);
-	cgk_gang_report(gang);
+	for (round = 1; round <= UC_CROSS_ROUNDS; round++) {
+		gang = cgk_gang_create(test, 2 * nr_pairs, &uc_cross_ops, x);
+		KUNIT_ASSERT_NOT_NULL(test, gang);
+		for (i = 0; i < gang->nr; i++) {
+			gang->workers[i].priv =
+				kunit_kzalloc(test, sizeof(struct uc_cross_worker), GFP_KERNEL);
+			KUNIT_ASSERT_NOT_NULL(test, gang->workers[i].priv);
+		}
+		cgk_gang_run(gang);
+		ok = cgk_gang_report(gang);
+		if (!ok || (atomic_long_read(&x->refusals) && atomic_read(&x->seen_reserved) &&
+			    atomic_read(&x->seen_reenabled)))
+			break;
+	}
 	writes = ucounts_shared_writes_for_test() - writes;
 
-	kunit_info(test, "%u pairs: %ld charges admitted, %ld refused, %ld given back on another CPU; %lu writes of owners' counts (%lu per 100 charges and uncharges)\n",
-		   nr_pairs, atomic_long_read(&x->charges), atomic_long_read(&x->refusals),
+	kunit_info(test, "%u round(s) of %u pairs: %ld charges admitted, %ld refused, %ld given back on another CPU; %lu writes of owners' counts (%lu per 100 charges and uncharges)\n",
+		   min_t(unsigned int, round, UC_CROSS_ROUNDS), nr_pairs,
+		   atomic_long_read(&x->charges), atomic_long_read(&x->refusals),
 		   atomic_long_read(&x->uncharges), writes,
 		   writes * 100 / max(1L, atomic_long_read(&x->charges) +
 				      atomic_long_read(&x->uncharges)));
