@@ -40,12 +40,18 @@ class Check:
     # "suite"/"test": boot once per suite/test (kunit.py --run_isolated), "none": one boot;
     # "" (not set): $CGKUNIT_ISOLATE or check --isolate, else the profile's isolate
     isolate: str = ""
+    # a race that a boot catches or misses as a whole (see docs/driver.md#checks): boot
+    # again, up to this many boots, while the only problem is expected evidence not seen
+    boots: int = 1
 
     @property
     def wanted_status(self) -> str:
         if self.expect_status:
             return self.expect_status
         return "fail" if self.expect_fail or self.expect_splat else "pass"
+
+
+MAX_BOOTS = 5
 
 
 def _strings(where: str, value: Any) -> list[str]:
@@ -77,9 +83,12 @@ def parse_checks(data: Any, where: str = str(CHECKS_FILE)) -> list[Check]:
         at = f"{where}: {item['name']}"
         unknown = set(item) - {"name", "profile", "kernel_args", "extra_patches", "filter",
                                "expect_fail", "expect_splat", "expect_pass_others",
-                               "expect_status", "expect_console", "isolate", "comment"}
+                               "expect_status", "expect_console", "isolate", "boots", "comment"}
         if unknown:
             raise DriverError(f"{at}: unknown keys {', '.join(sorted(unknown))}")
+        boots = item.get("boots", 1)
+        if not isinstance(boots, int) or isinstance(boots, bool) or not 1 <= boots <= MAX_BOOTS:
+            raise DriverError(f"{at}: boots must be a whole number from 1 to {MAX_BOOTS}")
         splats = []
         for s in item.get("expect_splat", []):
             if not isinstance(s, dict) or not all(isinstance(s.get(k), str) for k in ("kind", "test")):
@@ -94,7 +103,7 @@ def parse_checks(data: Any, where: str = str(CHECKS_FILE)) -> list[Check]:
             expect_splat=splats, expect_pass_others=bool(item.get("expect_pass_others", True)),
             expect_status=str(item.get("expect_status", "")),
             expect_console=_strings(f"{at}: expect_console", item.get("expect_console", [])),
-            isolate=_isolate(at, item.get("isolate"))))
+            isolate=_isolate(at, item.get("isolate")), boots=boots))
     names = [c.name for c in checks]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:

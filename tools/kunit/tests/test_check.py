@@ -129,6 +129,9 @@ def test_run_checks_table_and_exit_codes() -> None:
     assert lines[1].split() == ["good", "x86_64-kcsan", "fail", "ok"]
     assert lines[2].split()[:4] == ["bad", "um-lockdep", "fail", "NOT"]
     assert "did not fail" in table
+    # the tail, all CI keeps: which checks failed and why
+    tail = lines[lines.index("1 of 2 checks ok, NOT OK:") + 1:]
+    assert tail[0] == "  bad (um-lockdep, run fail)" and "did not fail" in tail[1]
     assert ck.run_checks([good, bad], lambda c: reports[c.name], only="good")[0] == 0
     with pytest.raises(DriverError, match="no check named 'nope'"):
         ck.run_checks([good], lambda c: reports[c.name], only="nope")
@@ -237,7 +240,8 @@ def test_run_checks_stops_at_an_infrastructure_error(capsys: pytest.CaptureFixtu
     assert code == 2 and ran == ["c0", "c1"]
     rows = table.splitlines()[1:]
     assert rows[0].split()[-2:] == ["pass", "ok"] and rows[1].split()[1:3] == ["um-lockdep", "error"]
-    assert [r.split()[2:4] for r in rows[3:]] == [["not", "run"]] * 3
+    assert [r.split()[2:4] for r in rows[3:6]] == [["not", "run"]] * 3
+    assert rows[6:8] == ["1 of 5 checks ok, 3 not run, NOT OK:", "  c1 (um-lockdep, run error)"]
     assert "stopping: cannot reach the Debian mirror" in capsys.readouterr().err
 
 
@@ -250,7 +254,7 @@ def test_a_check_error_of_its_own_does_not_stop_the_rest() -> None:
 
 def test_make_check_stops_at_a_fetch_that_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    """The base cannot be fetched: the first check says so and the other 37 do not try."""
+    """The base cannot be fetched: the first check says so and the others do not try."""
     from cgkunit import cli
     calls: list[str] = []
 
@@ -263,7 +267,9 @@ def test_make_check_stops_at_a_fetch_that_fails(tmp_path: Path, monkeypatch: pyt
     assert calls == ["fetch"]
     out, err = capsys.readouterr()
     assert out.splitlines()[1].split()[2:] == ["error", "NOT", "OK"]
-    assert all(row.split()[2:4] == ["not", "run"] for row in out.splitlines()[3:] if row[:1] != " ")
+    rows = out.splitlines()
+    assert all(row.split()[2:4] == ["not", "run"] for row in rows[3:-3] if row[:1] != " ")
+    assert rows[-3].startswith("0 of ") and rows[-3].endswith(" not run, NOT OK:") and rows[-2].startswith("  bad-parameters")
     assert "stopping: apt-get update failed: E: The repository is not signed" in err
 
 
@@ -271,3 +277,46 @@ def test_interrupted_checks(capsys: pytest.CaptureFixture[str]) -> None:
     ran: list[str] = []
     code, table = ck.run_checks(checks(3), failing_at("c1", KeyboardInterrupt(), ran))
     assert code == 130 and ran == ["c0", "c1"] and "interrupted" in table.splitlines()[2]
+
+
+def test_a_race_check_boots_again_only_while_it_missed_its_evidence(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """boots: a boot that caught nothing (08_skipped: every case passed) is booted again; a
+    boot where something unexpected failed is not: another boot must not hide it."""
+    from dataclasses import replace
+    racy = replace(KCSAN, boots=3)
+    missed, caught = report("08_skipped.log"), report("03_kcsan.log")
+    assert ck.evaluate(racy, missed).only_missed
+
+    def runs(*reports: rp.Report) -> tuple[ck.Runner, list[int]]:
+        seen: list[int] = []
+
+        def runner(c: cl.Check) -> rp.Report:
+            seen.append(1)
+            return reports[len(seen) - 1]
+        return runner, seen
+    runner, seen = runs(missed, caught, caught)
+    code, table = ck.run_checks([racy], runner)
+    assert code == 0 and len(seen) == 2
+    assert table.splitlines()[1].endswith("  ok (boot 2 of up to 3)")
+    assert "boot 1 of up to 3 did not catch it (run status pass, expected fail); booting again" \
+        in capsys.readouterr().err
+
+    runner, seen = runs(missed, missed, missed, caught)
+    code, table = ck.run_checks([racy], runner)
+    assert code == 1 and len(seen) == 3 and "NOT OK (boot 3 of up to 3)" in table
+
+    extra = ktap([("gang_counts", "not ok"), ("provoke_kcsan", "ok")])
+    out = ck.evaluate(racy, extra)
+    assert not out.ok and not out.only_missed
+    runner, seen = runs(extra, caught)
+    assert ck.run_checks([racy], runner)[0] == 1 and len(seen) == 1
+    runner, seen = runs(missed, missed)
+    assert ck.run_checks([KCSAN], runner)[0] == 1 and len(seen) == 1  # boots defaults to 1
+
+
+def test_boots_is_validated() -> None:
+    for bad in (0, 6, "3", True, 2.5):
+        with pytest.raises(DriverError, match="boots must be a whole number from 1 to 5"):
+            cl.parse_checks([{"name": "a", "profile": "p", "boots": bad}])
+    assert cl.parse_checks([{"name": "a", "profile": "p", "boots": 3}])[0].boots == 3
