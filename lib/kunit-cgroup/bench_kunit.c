@@ -65,6 +65,7 @@
 #include <trace/events/cgroup.h>
 
 #include "harness.h"
+#include "shared_writes.h"
 #include "sigpending.h"
 
 static unsigned int bench_reps = 5;
@@ -385,21 +386,12 @@ static void bench_rstat_read(struct kunit *test)
 
 enum bench_uc_mode { BENCH_UC_SAME, BENCH_UC_CROSS, BENCH_UC_LIMIT };
 
-/*
- * Where the kernel counts them (a per-cpu escrow of pending-signal charges
- * at namespace owners), the writes its charges and uncharges made to the
- * counts that sibling namespaces share: printed as shared= beside the
- * charges. Weak: a kernel without that counter has none, and the field is
- * left out.
- */
-extern unsigned long ucounts_shared_writes_for_test(void) __weak;
-
+/* shared= beside the charges, where the kernel counts such writes. */
 static void bench_uc_shared(char *buf, size_t size, unsigned long before)
 {
 	buf[0] = '\0';
-	if (ucounts_shared_writes_for_test)
-		snprintf(buf, size, " shared=%lu",
-			 ucounts_shared_writes_for_test() - before);
+	if (CGK_SHARED_WRITES_COUNTED)
+		snprintf(buf, size, " shared=%lu", cgk_shared_writes() - before);
 }
 
 struct bench_uc {
@@ -554,17 +546,17 @@ static void bench_uc_point(struct kunit *test, struct bench_uc *b,
 		gang = cgk_gang_create(test, threads, &bench_uc_ops, b);
 		KUNIT_ASSERT_NOT_NULL(test, gang);
 		for (i = 0; i < threads; i++) {
-			memset(&p[i], 0, sizeof(p[i]));
 			/* a cross pair charges and uncharges in one namespace */
-			p[i].uc = alloc_ucounts(b->child[(mode == BENCH_UC_CROSS ? i / 2 : i) % nr_ns],
-						KUIDT_INIT(BENCH_UC_UID));
+			unsigned int child = (mode == BENCH_UC_CROSS ? i / 2 : i) % nr_ns;
+
+			memset(&p[i], 0, sizeof(p[i]));
+			p[i].uc = alloc_ucounts(b->child[child], KUIDT_INIT(BENCH_UC_UID));
 			KUNIT_ASSERT_NOT_NULL(test, p[i].uc);
 			atomic_long_set(&pairs[i / 2].outstanding, 0);
 			p[i].outstanding = &pairs[i / 2].outstanding;
 			gang->workers[i].priv = &p[i];
 		}
-		if (ucounts_shared_writes_for_test)
-			shared = ucounts_shared_writes_for_test();
+		shared = cgk_shared_writes();
 		ns = bench_gang_run(gang);
 		bench_uc_shared(extra, sizeof(extra), shared);
 		charges = 0;

@@ -460,7 +460,8 @@ static int cgk_worker_fn(void *arg)
 	wait_for_completion(&gang->go);
 	/* set before the start barrier opened (cgk_gang_measure()) */
 	measured = READ_ONCE(gang->measured);
-	w->start_ns = clk.last = ktime_get_ns();
+	w->start_ns = ktime_get_ns();
+	clk.last = w->start_ns;
 	while (!cgk_should_stop(w)) {
 		gang->ops->step(w);
 		/* Read by the test thread's heartbeat while the worker runs. */

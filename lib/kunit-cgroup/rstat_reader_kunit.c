@@ -336,7 +336,8 @@ static void rr_one_read(struct cgk_worker *w, struct rr_case *c)
 	user = shown.cputime.utime;
 	system = shown.cputime.stime;
 	if (usage != raw.cputime.sum_exec_runtime || shown.ntime != raw.ntime)
-		cgk_fail(w, "top: cpu.stat shows usage %llu and nice %llu of a snapshot with usage %llu and nice %llu: fields of two snapshots",
+		cgk_fail(w,
+			 "top: cpu.stat shows usage %llu and nice %llu of a snapshot with usage %llu and nice %llu: fields of two snapshots",
 			 usage, shown.ntime, raw.cputime.sum_exec_runtime, raw.ntime);
 	else if (user + system != usage)
 		cgk_fail(w, "top: cpu.stat shows user %llu + system %llu for usage %llu",

@@ -14,7 +14,8 @@ older commits:
 - so which suites a commit cannot build: they are turned off in its build (kunit.py
   --kconfig_add CONFIG_<symbol>=n), and the rest of the suite builds and runs there;
 - BACKPORTS: where a suite is wanted on kernels from before a change it builds against (the
-  ucount benchmark on make bench's base kernel, before 0027 changed inc_rlimit_get_ucounts()),
+  ucount benchmark on make bench's base kernel, before 0027 changed inc_rlimit_get_ucounts()
+  and 0029 counted the writes siblings share),
   a patch of tools/kunit/backports/ adapts the hooked-in copy of the suite to them (the work
   tree's lib/kunit-cgroup; the project's is only read).
 
@@ -71,6 +72,8 @@ FEATURES: dict[str, Feature] = {
                             "bool override_rlimit, unsigned long limit"),
     "escrow-hooks": Feature("the ucount escrow test hooks", HOOKS_H,
                             "ucounts_escrow_read_for_test"),
+    "shared-writes": Feature("the count of writes to ucounts siblings share", HOOKS_H,
+                             "ucounts_shared_writes_for_test"),
 }
 
 # What each object of the suite calls (tests/test_carry.py: every object of the Makefile is
@@ -90,7 +93,8 @@ OBJECT_NEEDS: dict[str, tuple[str, ...]] = {
     "v1_kunit.o": ("cgroup-hooks", "cset-hooks", "mount-hooks"),
     "pids_kunit.o": ("cgroup-hooks", "controller-hooks", "mount-hooks"),
     "freeze_kill_kunit.o": ("cgroup-hooks", "ucount-hooks", "mount-hooks", "user-victims"),
-    "bench_kunit.o": ("cgroup-hooks", "ucount-hooks", "rstat-hooks", "charge-limit"),
+    "bench_kunit.o": ("cgroup-hooks", "ucount-hooks", "rstat-hooks", "charge-limit",
+                      "shared-writes"),
 }
 
 
@@ -110,6 +114,7 @@ class Backport:
 BACKPORTS: tuple[Backport, ...] = (
     Backport("module-symbol", BACKPORT_DIR / "module-symbol-before-the-hooks.patch"),
     Backport("charge-limit", BACKPORT_DIR / "sigpending-charge-before-limit.patch"),
+    Backport("shared-writes", BACKPORT_DIR / "shared-writes-before-the-escrow.patch"),
 )
 
 

@@ -31,7 +31,8 @@ def headers_with(*features: str) -> dict[str, str]:
 ALL = tuple(carry.FEATURES)
 # kernel/series up to 0020: every hook but the reader snapshot's and the escrow's, and
 # inc_rlimit_get_ucounts() as it was (make bench's base kernel)
-BENCH_BASE = tuple(f for f in ALL if f not in ("stat-snapshot", "charge-limit", "escrow-hooks"))
+BENCH_BASE = tuple(f for f in ALL if f not in ("stat-snapshot", "charge-limit", "escrow-hooks",
+                                                "shared-writes"))
 
 
 def test_the_makefile_objects_are_known_and_the_symbols_are_the_kconfig_ones() -> None:
@@ -79,13 +80,15 @@ def test_the_bench_base_builds_the_benchmarks_with_a_backport() -> None:
     plan = carry.plan_for(headers_with(*BENCH_BASE), REPO)
     assert plan.off == {"CGROUP_UCOUNT_KUNIT_TEST": ("escrow-hooks",),
                         "CGROUP_RSTAT_READER_KUNIT_TEST": ("stat-snapshot",)}
-    assert [b.feature for b in plan.backports] == ["charge-limit"]
+    assert [b.feature for b in plan.backports] == ["charge-limit", "shared-writes"]
     assert plan.describe() == ("CGROUP_UCOUNT_KUNIT_TEST off (it lacks the ucount escrow test "
                                "hooks); CGROUP_RSTAT_READER_KUNIT_TEST off (it lacks the cpu.stat "
-                               "snapshot); backport sigpending-charge-before-limit.patch")
+                               "snapshot); backport sigpending-charge-before-limit.patch; "
+                               "backport shared-writes-before-the-escrow.patch")
     # without backports (a module built out of tree) the benchmarks are off too
     plain = carry.plan_for(headers_with(*BENCH_BASE), REPO, backports=False)
-    assert plain.off["CGROUP_KUNIT_BENCH"] == ("charge-limit",) and plain.backports == ()
+    assert plain.off["CGROUP_KUNIT_BENCH"] == ("charge-limit", "shared-writes")
+    assert plain.backports == ()
 
 
 def test_features_are_words_of_the_header() -> None:
@@ -140,11 +143,14 @@ def test_a_tree_is_carried_as_its_commit_says(tmp_path: Path) -> None:
     old = tr.git(kernel, "rev-parse", "HEAD").stdout.strip()
     (kernel / carry.USER_NS_H).write_text(headers_with("charge-limit")[carry.USER_NS_H])
     plan = tr.carry_at(kernel, old, REPO)
-    assert [b.feature for b in plan.backports] == ["charge-limit"]
-    assert carry.plan(kernel, REPO).backports == ()  # the work tree has the feature
+    assert [b.feature for b in plan.backports] == ["charge-limit", "shared-writes"]
+    # the work tree has the first feature
+    assert [b.feature for b in carry.plan(kernel, REPO).backports] == ["shared-writes"]
     tr.hook_suite(kernel, SUITE, [REPO / b.patch for b in plan.backports])
     hooked = (kernel / "lib" / "kunit-cgroup" / "sigpending.h").read_text()
     assert "n > limit" in hooked and "n > limit" not in (SUITE / "sigpending.h").read_text()
+    counted = (kernel / "lib" / "kunit-cgroup" / "shared_writes.h").read_text()
+    assert "COUNTED\tfalse" in counted and "COUNTED\ttrue" in (SUITE / "shared_writes.h").read_text()
     assert tr.MAKEFILE_LINE in (kernel / "lib" / "Makefile").read_text()
     # hooked again without the backport: the suite's own file back
     tr.hook_suite(kernel, SUITE)
