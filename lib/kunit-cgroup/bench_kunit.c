@@ -538,7 +538,7 @@ static void bench_uc_point(struct kunit *test, struct bench_uc *b,
 	if (mode == BENCH_UC_LIMIT)
 		bench_uc_limit(b, BENCH_UC_LIMIT_PER * threads);
 	for (rep = 0; rep < bench_reps; rep++) {
-		unsigned long shared = 0;
+		unsigned long shared;
 		struct cgk_gang *gang;
 		char extra[32];
 		u64 ns;

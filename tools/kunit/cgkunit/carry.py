@@ -85,7 +85,7 @@ OBJECT_NEEDS: dict[str, tuple[str, ...]] = {
     "files.o": ("mount-hooks",),
     "hierarchy.o": ("cgroup-hooks",),
     "victims.o": ("cgroup-hooks", "user-victims"),
-    "ucount_kunit.o": ("ucount-hooks", "charge-limit", "escrow-hooks"),
+    "ucount_kunit.o": ("ucount-hooks", "charge-limit", "escrow-hooks", "shared-writes"),
     "migrate_kunit.o": ("cgroup-hooks",),
     "rstat_kunit.o": ("cgroup-hooks", "controller-hooks", "rstat-hooks"),
     "rstat_reader_kunit.o": ("cgroup-hooks", "rstat-hooks", "stat-snapshot"),

@@ -19,13 +19,13 @@ class Outcome:
     ok: bool
     status: str
     problems: list[str] = field(default_factory=list)
-    missed: int = 0     # how many of the problems are expected evidence not seen
-    boot: int = 1       # the boot that gave this outcome (a check may have several)
+    quiet: bool = False  # the boot passed every test with no report: nothing went red
+    boot: int = 1        # the boot that gave this outcome (a check may have several)
 
     @property
-    def only_missed(self) -> bool:
-        """Not ok only because evidence was not seen: nothing unexpected happened."""
-        return bool(self.problems) and self.missed == len(self.problems)
+    def missed(self) -> bool:
+        """Not ok only because the boot caught nothing (a race not hit), so another boot may."""
+        return bool(self.problems) and self.quiet
 
 
 def _lineage(t: TestResult) -> list[str]:
@@ -36,17 +36,15 @@ def _lineage(t: TestResult) -> list[str]:
 def evaluate(check: Check, report: Report) -> Outcome:
     """Pure: does the report show exactly the expected failures and splats?"""
     problems: list[str] = []
-    missed: list[str] = []  # expected evidence not seen (a pass where a fail was wanted too)
     # expect_status may list alternatives, e.g. "fail|crash" for a broken
     # kernel that sometimes trips an invariant and sometimes crashes first.
     if report.status not in check.wanted_status.split("|"):
-        (missed if report.status == "pass" else problems).append(
-            f"run status {report.status}, expected {check.wanted_status}")
+        problems.append(f"run status {report.status}, expected {check.wanted_status}")
     failed = [t for t in report.tests if t.status in ("FAIL", "CRASH")]
     matched = {g: [t for t in failed if fnmatchcase(t.id, g)] for g in check.expect_fail}
     for glob, hits in matched.items():
         if not hits:
-            missed.append(f"expected failure {glob} did not fail")
+            problems.append(f"expected failure {glob} did not fail")
     expected_ids = {t.id for hits in matched.values() for t in hits}
 
     def explained(t: TestResult) -> bool:
@@ -64,7 +62,7 @@ def evaluate(check: Check, report: Report) -> Outcome:
                     if s.kind == exp.kind and fnmatchcase(s.test, exp.test)
                     and exp.title in s.title), None)
         if hit is None:
-            missed.append(f"expected {exp.kind} splat in {exp.test}"
+            problems.append(f"expected {exp.kind} splat in {exp.test}"
                             + (f" ({exp.title!r})" if exp.title else "") + " not seen")
         else:
             used.add(hit)
@@ -76,13 +74,15 @@ def evaluate(check: Check, report: Report) -> Outcome:
                 problems.append(f"unexpected {s.kind} splat in {s.test}: {s.title}")
     if check.expect_console:
         console = _console_text(report)
-        missed += [f"console never printed {want!r}" for want in check.expect_console
-                   if want not in console]
+        problems += [f"console never printed {want!r}" for want in check.expect_console
+                     if want not in console]
     # a refused parameter is bad input to a run, and to a check unless it expects the refusal
-    problems += [f"the suite refused {p.describe()}" for p in report.bad_parameters
-                 if not any(want in p.text for want in check.expect_console)]
-    return Outcome(check=check, ok=not (problems or missed), status=report.status,
-                   problems=missed + problems, missed=len(missed))
+    refused = [f"the suite refused {p.describe()}" for p in report.bad_parameters
+               if not any(want in p.text for want in check.expect_console)]
+    # nothing went red in the boot: a race it did not hit, which another boot may
+    quiet = report.status == "pass" and not failed and not report.splats and not refused
+    return Outcome(check=check, ok=not (problems or refused), status=report.status,
+                   problems=problems + refused, quiet=quiet)
 
 
 def _console_text(report: Report) -> str:
@@ -100,8 +100,7 @@ def format_table(outcomes: list[Outcome]) -> str:
     lines = [f"{'check':<{width}}  {'profile':<{pwidth}}  {'run':<12}  result"]
     for o in outcomes:
         lines.append(f"{o.check.name:<{width}}  {o.check.profile:<{pwidth}}  {o.status:<12}  "
-                     + ("ok" if o.ok else "NOT OK")
-                     + (f" (boot {o.boot} of up to {o.check.boots})" if o.check.boots > 1 else ""))
+                     + ("ok" if o.ok else "NOT OK") + _boot_label(o))
         lines.extend(f"{'':<{width}}    - {p}" for p in o.problems)
     # CI keeps only the tail of its output: the last lines say which checks failed, and why
     bad = [o for o in outcomes if not o.ok and o.status != "not run"]
@@ -112,7 +111,16 @@ def format_table(outcomes: list[Outcome]) -> str:
     for o in bad:
         lines.append(f"  {o.check.name} ({o.check.profile}, run {o.status})")
         lines.extend(f"    - {p}" for p in o.problems)
+    if bad:
+        lines.append("NOT OK: " + ", ".join(o.check.name for o in bad))
     return "\n".join(lines) + "\n"
+
+
+def _boot_label(o: Outcome) -> str:
+    """Which boot gave a check of several boots its outcome; "" where no boot ended it."""
+    if o.check.boots == 1 or o.status in ("not run", "error", INTERRUPTED):
+        return ""
+    return f" (boot {o.boot} of up to {o.check.boots})"
 
 
 Runner = Callable[[Check], Report]
@@ -130,7 +138,7 @@ def _boots(c: Check, runner: Runner, label: str) -> Outcome:
     """Run a check, booting again (up to c.boots) while it only missed its evidence."""
     boot = 1
     outcome = evaluate(c, runner(c))
-    while outcome.only_missed and boot < c.boots:
+    while outcome.missed and boot < c.boots:
         say(f"{label}: boot {boot} of up to {c.boots} did not catch it "
             f"({outcome.problems[0]}); booting again")
         boot += 1
@@ -166,8 +174,7 @@ def run_checks(checks: list[Check], runner: Runner, only: str | None = None) -> 
                                     problems=["interrupted while it ran"]))
             stopped = INTERRUPTED
         o = outcomes[-1]
-        say(f"check {i} of {len(checks)}: {c.name}: " + ("ok" if o.ok else "NOT OK")
-            + (f" (boot {o.boot} of up to {c.boots})" if c.boots > 1 else "")
+        say(f"check {i} of {len(checks)}: {c.name}: " + ("ok" if o.ok else "NOT OK") + _boot_label(o)
             + "".join(f"\n    - {p}" for p in o.problems))
     table = format_table(outcomes)
     if any(o.status == INTERRUPTED for o in outcomes):
