@@ -746,12 +746,17 @@ static void uc_run(struct kunit *test, unsigned long ops, bool hardirq)
 
 	if (hardirq) {
 		prandom_seed_state(&c->timer_rnd, gang->seed ^ 0x5eed1e55ULL);
+		/*
+		 * Not a _HARD timer: as the signal code's own hrtimers, it
+		 * expires in hardirq context, or in softirq with PREEMPT_RT,
+		 * where the locks of the charge path may sleep.
+		 */
 		hrtimer_setup(&c->timer, uc_timer_fn, CLOCK_MONOTONIC,
-			      HRTIMER_MODE_REL_HARD);
+			      HRTIMER_MODE_REL);
 		KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, uc_timer_stop, c));
 		c->timer_armed = true;
 		hrtimer_start(&c->timer, ns_to_ktime(UC_TIMER_PERIOD_NS),
-			      HRTIMER_MODE_REL_HARD);
+			      HRTIMER_MODE_REL);
 	}
 
 	cgk_gang_run(gang);
@@ -1600,10 +1605,11 @@ static void signals_from_timers(struct kunit *test)
 	s->task = cgk_herd_start(s->herd, 0, "cgk-uc-sig");
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, s->task);
 
-	hrtimer_setup(&s->hard, uc_sig_hard_fn, CLOCK_MONOTONIC, HRTIMER_MODE_REL_HARD);
+	/* as it_real_fn()'s: hardirq, or softirq with PREEMPT_RT (siglock may sleep) */
+	hrtimer_setup(&s->hard, uc_sig_hard_fn, CLOCK_MONOTONIC, HRTIMER_MODE_REL);
 	timer_setup(&s->soft, uc_sig_soft_fn, 0);
 	s->armed = true;
-	hrtimer_start(&s->hard, ns_to_ktime(UC_SIG_HARD_PERIOD_NS), HRTIMER_MODE_REL_HARD);
+	hrtimer_start(&s->hard, ns_to_ktime(UC_SIG_HARD_PERIOD_NS), HRTIMER_MODE_REL);
 	mod_timer(&s->soft, jiffies + 1);
 	msleep(UC_SIG_RUN_MS);
 	uc_sig_stop_timers(s);
