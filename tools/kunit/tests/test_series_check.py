@@ -42,7 +42,8 @@ MAKEFILE = ("obj-$(CONFIG_CGROUP_KUNIT_TEST) += cgroup_kunit.o\n"
             "cgroup_kunit-$(CONFIG_CGROUP_UCOUNT_KUNIT_TEST) += ucount_kunit.o\n"
             "cgroup_kunit-$(CONFIG_CGROUP_MIGRATE_KUNIT_TEST) += migrate_kunit.o victims.o "
             "hierarchy.o\n")
-UCOUNT_HOOKS = "bool ucounts_nr_hashed_for_uid(void);\nbool ucounts_escrow_read_for_test(void);\n"
+UCOUNT_HOOKS = ("bool ucounts_nr_hashed_for_uid(void);\nbool ucounts_escrow_read_for_test(void);\n"
+                "unsigned long ucounts_shared_writes_for_test(void);\n")
 CGROUP_HOOKS = "int cgroup_create_for_test(void);\nenum { CGROUP_FORK_TEST_USER };\n"
 FIRST_ERROR = "kernel/cgroup/cgroup.c:1:1: error: unknown type name 'BROKEN'"
 LAST_ERROR = "kernel/cgroup/cgroup.c:2:1: error: expected ';' at end of input"
