@@ -10,9 +10,10 @@ boot, and reps are paired by index across the three boots of a round.
 The judge, per point and value:
 - reps in which the gang did not run in parallel are dropped (busy < BUSY_MIN: its least
   busy worker made steps for less of the rep than that; see cgk_gang_busy_permille());
-- series/base ratios (paired) against the A/A band, the smallest to the largest
-  control/base ratio: a verdict only outside the band and when the Mann-Whitney U test
-  tells the two sets of ratios apart (p < ALPHA);
+- series/base ratios (paired) against the A/A band, the smallest to the largest of the
+  rounds' median control/base ratios (with one round, of the reps' ratios): a verdict only
+  outside the band and when the Mann-Whitney U test tells the two sets of ratios apart
+  (p < ALPHA);
 - under emulation (x86_64 QEMU with TCG) no verdict at all.
 Beside them: mechanism counts, which do not depend on the core count (rstat lock
 acquisitions and hold time per read), and projections to many CPUs, labelled as such.
@@ -80,7 +81,8 @@ Point = tuple[tuple[str, int | str], ...]
 RULES = (f"a rep is dropped when its least busy worker made steps for less than "
          f"{BUSY_MIN / 10:g}% of it (a gang that did not run in parallel; points with more "
          f"workers than vCPUs are kept whole); a verdict only when the median series/base "
-         f"ratio lies outside the A/A band (smallest to largest control/base ratio) and the "
+         f"ratio lies outside the A/A band (the smallest to the largest of the rounds' median "
+         f"control/base ratios; with one round, of its reps' ratios) and the "
          f"Mann-Whitney U test tells series/base from control/base ratios apart at "
          f"p < {ALPHA:g}, with at least {MIN_PAIRS} pairs each; a boot during which the rest "
          f"of the host kept more than {OTHER_MAX:g} of a core busy (/proc/stat less this "
@@ -525,9 +527,25 @@ def one(groups: Sequence[Series], record: str, variant: str, value: str,
     return found[0] if found and found[0].reps else None
 
 
+def paired_by_rep(a: Series, b: Series) -> dict[int, float]:
+    """a/b for each rep both kept, by rep id, in rep order."""
+    return {i: a.reps[i] / b.reps[i] for i in sorted(set(a.reps) & set(b.reps)) if b.reps[i]}
+
+
 def paired(a: Series, b: Series) -> list[float]:
     """a/b for each rep both kept, in rep order."""
-    return [a.reps[i] / b.reps[i] for i in sorted(set(a.reps) & set(b.reps)) if b.reps[i]]
+    return list(paired_by_rep(a, b).values())
+
+
+def round_medians(ratios: Mapping[int, float], reps: int) -> list[float]:
+    """The median ratio of each round (rep ids r * reps ... r * reps + reps - 1), in round
+    order; none when reps is not known (0)."""
+    if reps <= 0:
+        return []
+    rounds: dict[int, list[float]] = {}
+    for i, r in ratios.items():
+        rounds.setdefault(i // reps, []).append(r)
+    return [stats.median(rounds[k]) for k in sorted(rounds)]
 
 
 # --- the judge ----------------------------------------------------------------------------
@@ -541,6 +559,7 @@ class Comparison:
     ratios: list[float]
     aa: list[float]
     verdict: str
+    aa_rounds: list[float] = field(default_factory=list)
     ratio: float | None = None
     interval: tuple[float, float] | None = None
     band: tuple[float, float] | None = None
@@ -550,17 +569,23 @@ class Comparison:
         return {"record": self.record, "point": dict(self.point), "value": self.value,
                 "ratio": self.ratio, "interval95": self.interval, "aa_band": self.band,
                 "p": self.p, "verdict": self.verdict, "pairs": len(self.ratios),
-                "aa_pairs": len(self.aa), "ratios": self.ratios, "aa": self.aa}
+                "aa_pairs": len(self.aa), "ratios": self.ratios, "aa": self.aa,
+                "aa_rounds": self.aa_rounds}
 
 
 def judge(record: str, point: Point, value: str, ratios: list[float], aa: list[float],
-          emulated: bool = False) -> Comparison:
-    """The verdict on series/base ratios given the A/A ratios of the same point."""
-    c = Comparison(record, point, value, ratios, aa, "no data")
+          emulated: bool = False, aa_rounds: Sequence[float] = ()) -> Comparison:
+    """The verdict on series/base ratios given the A/A ratios of the same point. The band
+    is the range of the rounds' median A/A ratios (aa_rounds) where there are two rounds
+    or more: the median is what is judged, so the band is how far the same kernel booted
+    twice moved a median, not how far one rep strayed; with one round, the reps' range."""
+    c = Comparison(record, point, value, ratios, aa, "no data", list(aa_rounds))
     if ratios:
         c.ratio = stats.median(ratios)
         c.interval = stats.bootstrap_median(ratios, seed=stats.seed_of(f"{record} {point} {value}"))
-    if len(aa) >= 2:
+    if len(aa_rounds) >= 2:
+        c.band = (min(aa_rounds), max(aa_rounds))
+    elif len(aa) >= 2:
         c.band = (min(aa), max(aa))
     if emulated:
         c.verdict = "emulated"
@@ -580,8 +605,10 @@ def judge(record: str, point: Point, value: str, ratios: list[float], aa: list[f
     return c
 
 
-def comparisons(groups: Sequence[Series], emulated: bool = False) -> list[Comparison]:
-    """One per compared value of every point measured in base and series."""
+def comparisons(groups: Sequence[Series], emulated: bool = False,
+                reps: int = 0) -> list[Comparison]:
+    """One per compared value of every point measured in base and series (reps: per round,
+    for the rounds' A/A medians; 0: the band from the reps alone)."""
     by = {(g.record, g.variant, g.point, g.value): g for g in groups}
     out: list[Comparison] = []
     for g in groups:
@@ -591,8 +618,9 @@ def comparisons(groups: Sequence[Series], emulated: bool = False) -> list[Compar
         if base is None:
             continue
         control = by.get((g.record, CONTROL, g.point, g.value))
-        out.append(judge(g.record, g.point, g.value, paired(g, base),
-                         paired(control, base) if control else [], emulated))
+        aa = paired_by_rep(control, base) if control else {}
+        out.append(judge(g.record, g.point, g.value, paired(g, base), list(aa.values()),
+                         emulated, round_medians(aa, reps)))
     return out
 
 
@@ -841,7 +869,7 @@ def aggregate(metrics: Mapping[str, Sequence[Metric]], machine: Machine,
                 notes.append(f"{v}: no {bench.key} metric lines")
     counts = lock_counts(metrics, notes) if "rstat" in only else []
     return Aggregate(machine=machine, only=tuple(only), groups=groups,
-                     comparisons=comparisons(groups, machine.emulated), locks=counts,
+                     comparisons=comparisons(groups, machine.emulated, machine.reps), locks=counts,
                      projections=projections(groups, counts),
                      shared=ucount_projection(groups, metrics) if "ucount" in only else [],
                      scalings=scalings(groups, machine.vcpus), modes=mode_ratios(groups),

@@ -371,6 +371,7 @@ def test_judge_reproduces_the_recorded_1cpu_verdicts() -> None:
     for rec in data["comparisons"]:
         point = tuple((k, rec["point"][k]) for k in bb.BY_RECORD[rec["record"]][1].point)
         c = bb.judge(rec["record"], point, rec["value"], rec["ratios"], rec["aa"]).to_json()
+        assert c.pop("aa_rounds") == []  # not recorded then; without rounds, the reps' band
         assert {k: list(v) if isinstance(v, tuple) else v for k, v in c.items()} == rec
     verdicts = {(c["value"], c["point"]["readers"]): c["verdict"] for c in data["comparisons"]}
     assert verdicts == {("reads_per_s", 1): "faster", ("updates_per_s", 0): "slower",
@@ -554,8 +555,20 @@ RULES_SINCE = ("; a boot during which the rest of the host kept more than 0.1 of
                "every boot of its variant would be")
 
 
+# what the rules line said of the band then
+RULES_BAND_THEN = "A/A band (smallest to largest control/base ratio)"
+RULES_BAND_NOW = ("A/A band (the smallest to the largest of the rounds' median control/base ratios; "
+                  "with one round, of its reps' ratios)")
+
+
 def squash(line: str) -> str:
     return " ".join(line.split())
+
+
+def without_band(line: str) -> str:
+    """A comparison row without its A/A band, the second [a-b] of the row (since the
+    recorded runs the band is the range of the rounds' medians, not of the reps)."""
+    return re.sub(r"(\[[^]]*\] +)\[[^]]*\]", r"\1", squash(line))
 
 
 def test_aggregate_reproduces_the_recorded_table(real: bb.Aggregate) -> None:
@@ -564,14 +577,19 @@ def test_aggregate_reproduces_the_recorded_table(real: bb.Aggregate) -> None:
     the column headers say what all* means, the projection names its anchor, and the rules
     name the drop of boots the rest of the host disturbed."""
     text = bb.format_table(real)
-    now = {squash(line) for line in text.splitlines()}
+    now = {without_band(line) for line in text.splitlines()}
     recorded = (UM / "bench.txt").read_text().splitlines()
     changed = [line for line in recorded if "readers=1 updaters=1 cgroups=1" in line
                and "no data" in line or "(median over kept reps" in line
                or line.startswith("projected, not measured: Amdahl") or line.startswith("rules:")]
     assert len(changed) == 2 + 8 + 1 + 1
-    missing = [line for line in recorded if line not in changed and squash(line) not in now]
+    missing = [line for line in recorded if line not in changed and without_band(line) not in now]
     assert missing == []
+    # the band: the range of the three rounds' median control/base ratios
+    one = comparison(real, "ucount_charge", "charges_per_s_per_thread", namespaces=1, threads=1)
+    assert len(one.aa_rounds) == 3 and one.band == (min(one.aa_rounds), max(one.aa_rounds))
+    assert one.aa_rounds[0] == pytest.approx(stats.median(one.aa[:5]))
+    assert bb.fmt_range(*one.band) == "[0.96x-1.09x]" and (min(one.aa), max(one.aa)) != one.band
     c = comparison(real, "rstat_read", "reads_per_s", readers=1, updaters=0, cgroups=1)
     assert (bb.fmt_ratio(c.ratio), c.verdict) == ("2.37x", "faster") and c.p is not None and c.p < 1e-3
     u = comparison(real, "ucount_charge", "charges_per_s_per_thread", namespaces=1, threads=1)
@@ -580,14 +598,16 @@ def test_aggregate_reproduces_the_recorded_table(real: bb.Aggregate) -> None:
     assert (bb.fmt_ratio(d.ratio), d.verdict) == ("0.46x", "slower")
     # forks/s without churn: 0 against 0, no ratio at all
     assert comparison(real, "migrate_latency", "forks_per_s", mode="global", churn=0).verdict == "no data"
-    # now judged with every rep: the A/A band is as wide as that makes it, no verdict
+    # now judged with every rep: the reps' range of A/A ratios held the ratio (0.16x-18.3x,
+    # no verdict then); the rounds' medians do not (0.58x-1.35x)
     w = comparison(real, "rstat_read", "reads_per_s", readers=1, updaters=1, cgroups=1)
-    assert w.verdict == "no difference" and w.p is not None and w.p < bb.ALPHA
-    assert w.band is not None and w.band[0] < w.ratio < w.band[1]
-    assert re.search(r"^  readers=1 updaters=1 cgroups=1 +29\.7k +77\.1k +3\.01x .* no difference "
+    assert w.verdict == "faster" and w.p is not None and w.p < bb.ALPHA
+    assert min(w.aa) < w.ratio < max(w.aa)
+    assert w.band is not None and w.ratio is not None and w.band[1] < w.ratio
+    assert re.search(r"^  readers=1 updaters=1 cgroups=1 +29\.7k +77\.1k +3\.01x .* faster "
                      r"+all\*/1/all\*$", text, re.M)
     verdicts = [c.verdict for c in real.comparisons]
-    assert verdicts.count("faster") == 5 and verdicts.count("slower") == 4
+    assert verdicts.count("faster") == 6 and verdicts.count("slower") == 4
     assert real.vcpus == {"base": 2, "series": 2, "control": 2}
 
 
@@ -618,8 +638,10 @@ def test_the_1cpu_run_tabled_again() -> None:
     assert bb.format_table(agg) == recorded.replace(
         "dropped base/series/control)", "dropped base/series/control, all*: none would be left, all kept)"
     ).replace("spent holding the lock\n", f"spent holding the lock; for scale, {bb.ANCHOR}\n"
-    ).replace("with at least 6 pairs each\n", f"with at least 6 pairs each{RULES_SINCE}\n")
+    ).replace("with at least 6 pairs each\n", f"with at least 6 pairs each{RULES_SINCE}\n"
+    ).replace(RULES_BAND_THEN, RULES_BAND_NOW)
     again = json.loads(json.dumps(bb.to_json(agg)))
+    assert [c.pop("aa_rounds") for c in again["comparisons"]] == [[]] * 4  # no rounds given
     assert again["comparisons"] == data["comparisons"]
     assert again["projections"]["rstat_amdahl"] == data["projections"]["rstat_amdahl"]
 
@@ -715,7 +737,8 @@ def test_json_shape(real: bb.Aggregate) -> None:
     assert rec["unit"] == "1/s" and rec["unfiltered"] is False and len(rec["reps"]) == 14
     cmp = data["comparisons"][0]
     assert set(cmp) == {"record", "point", "value", "ratio", "interval95", "aa_band", "p",
-                        "verdict", "pairs", "aa_pairs", "ratios", "aa"}
+                        "verdict", "pairs", "aa_pairs", "ratios", "aa", "aa_rounds"}
+    assert cmp["aa_band"] == [min(cmp["aa_rounds"]), max(cmp["aa_rounds"])]
     assert (cmp["record"], cmp["value"], cmp["verdict"], cmp["pairs"]) == \
         ("rstat_read", "reads_per_s", "faster", 15)
     assert data["projections"]["note"] == "projected, not measured"
