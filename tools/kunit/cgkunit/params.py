@@ -2,9 +2,10 @@
 accepts (the rules of its set() function, checked against the C sources by the tests), and
 the check of the cgroup_kunit.* words of a kernel command line (and of insmod's words)
 against them (issue 12: the kernel drops a dotted parameter that matches nothing without a
-word, and a value the suite refuses leaves the default in place); the suites' names and the
-check of a KUnit filter glob; the cases of the suite that the dynmods parameter lets run;
-the suite's seed: drawn for each boot, or read from the kernel arguments."""
+word, and a value the suite refuses leaves the default in place); the suites and their
+cases, and the check of a KUnit filter glob against them; the cases of the suite that the
+dynmods parameter lets run; the suite's seed: drawn for each boot, or read from the kernel
+arguments."""
 from __future__ import annotations
 
 import random
@@ -37,14 +38,26 @@ MIGRATE = SUITE_DIR / "migrate_kunit.c"
 # kernel) run only with selfcheck=1; the driver's boots set it unless told otherwise
 SELFCHECK = "selfcheck"
 SELFCHECK_ON = f"{SUITE_MODULE}.{SELFCHECK}=1"
-MIGRATE_CASE = re.compile(r"^[ \t]*CGK_CASE\(\s*([A-Za-z_]\w*)\s*\)", re.MULTILINE)
 # kstrtouint(val, 0, ...): an optional '+', then hex (0x), octal (leading 0) or decimal, and
 # an optional trailing newline
 KSTRTOUINT = re.compile(r"\+?(?:0[xX]([0-9a-fA-F]+)|0([0-7]*)|([1-9][0-9]*))\n?")
-# struct kunit_suite <x> = { ... .name = "<suite>", ... }: the suites, by the name KUnit and
-# its filter glob use
+# struct kunit_suite <x> = { ... .name = "<suite>", ... .test_cases = <array>, ... }: the
+# suites, by the name KUnit and its filter glob use, and the array of their cases
 SUITE_STRUCT = re.compile(r"struct\s+kunit_suite\s+\w+\s*=\s*\{(.*?)\};", re.DOTALL)
 SUITE_NAME = re.compile(r'\.name\s*=\s*"([^"]+)"')
+SUITE_CASES = re.compile(r"\.test_cases\s*=\s*([A-Za-z_]\w*)")
+# struct kunit_case <array>[] = { <entry>, ..., {} }: each entry a case macro whose first
+# argument is the case's name (KUNIT_CASE, KUNIT_CASE_SLOW, KUNIT_CASE_PARAM(_ATTR), harness.h's
+# CGK_CASE, ...) or a { .name = "<case>", ... } initializer
+CASE_ARRAY = re.compile(r"struct\s+kunit_case\s+([A-Za-z_]\w*)\s*\[\s*\]\s*=\s*\{")
+CASE_MACRO = re.compile(r"[A-Za-z_]\w*\s*\(\s*([A-Za-z_]\w*)")
+# #define M(array) ...struct kunit_case array[] = {...}: one list of cases that several
+# arrays are made of (migrate_kunit.c's MG_CASES(cgroup_migrate_cases);)
+CASES_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)\(\s*(\w+)\s*\)((?:[^\n]*\\\n)*[^\n]*)",
+                          re.MULTILINE)
+# C comments (the reader blanks them), and the strings and characters it keeps as they are
+C_COMMENT = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|/\*.*?\*/|//[^\n]*',
+                       re.DOTALL)
 # a KUnit filter glob: 'suite_glob[.case_glob]' of names and glob(7) characters; anything else
 # (a blank, a quote, a newline, a ';') would split it into more kernel or shell words
 FILTER_CHARS = re.compile(r"[A-Za-z0-9_.*?\[\]!^-]+")
@@ -195,25 +208,89 @@ def refused_value(name: str, value: str, rules: dict[str, ValueRule]) -> str | N
 
 # --- suites and the filter glob -----------------------------------------------------------
 
-def suite_names(repo: Path) -> list[str]:
-    """The names of the suite's KUnit suites (struct kunit_suite's .name in
-    lib/kunit-cgroup/*.c), sorted; empty when none can be read."""
-    names: set[str] = set()
+def _braced(text: str, start: int) -> str:
+    """What is between the '{' before text[start] and its matching '}' (to the end when the
+    braces do not close)."""
+    depth = 1
+    for i in range(start, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        if depth == 0:
+            return text[start:i]
+    return text[start:]
+
+
+def _entries(body: str) -> list[str]:
+    """The names of the cases in the body of a struct kunit_case array, in order."""
+    names: list[str] = []
+    entry: list[str] = []
+    depth = 0
+    for c in body + ",":
+        if c == "," and depth == 0:
+            text = "".join(entry).strip()
+            entry = []
+            named = SUITE_NAME.search(text) if text.startswith("{") else CASE_MACRO.match(text)
+            if named:
+                names.append(named.group(1))
+            continue
+        depth += {"(": 1, "{": 1, ")": -1, "}": -1}.get(c, 0)
+        entry.append(c)
+    return names
+
+
+def _arrays(text: str) -> dict[str, list[str]]:
+    """Each struct kunit_case array of a C file (comments removed): its cases, by its name."""
+    arrays: dict[str, list[str]] = {}
+    for name, param, body in CASES_DEFINE.findall(text):
+        inner = body.replace("\\\n", "\n")
+        m = CASE_ARRAY.search(inner)
+        if m is None or m.group(1) != param:
+            continue
+        cases = _entries(_braced(inner, m.end()))
+        for array in re.findall(rf"^[ \t]*{name}\(\s*(\w+)\s*\)\s*;", text, re.MULTILINE):
+            arrays[array] = cases
+    outside = CASES_DEFINE.sub("", text)
+    for m in CASE_ARRAY.finditer(outside):
+        arrays[m.group(1)] = _entries(_braced(outside, m.end()))
+    return arrays
+
+
+def suite_cases(repo: Path) -> dict[str, list[str]]:
+    """The suite's KUnit suites (struct kunit_suite's .name in lib/kunit-cgroup/*.c), each
+    with the names of its cases (its .test_cases array's entries; empty when they cannot be
+    read). The one reader of the suites' sources: empty when none can be read."""
+    suites: dict[str, list[str]] = {}
     for path in sorted((repo / SUITE_DIR).glob("*.c")):
         try:
             text = path.read_text(errors="replace")
         except OSError:
             continue
+        text = C_COMMENT.sub(lambda m: " " if m.group(0)[0] == "/" else m.group(0), text)
+        arrays = _arrays(text)
         for body in SUITE_STRUCT.findall(text):
-            names.update(SUITE_NAME.findall(body)[:1])
-    return sorted(names)
+            for name in SUITE_NAME.findall(body)[:1]:
+                array = SUITE_CASES.search(body)
+                suites[name] = arrays.get(array.group(1), []) if array else []
+    return suites
+
+
+def suite_names(repo: Path) -> list[str]:
+    """The names of the suite's KUnit suites, sorted; empty when none can be read."""
+    return sorted(suite_cases(repo))
+
+
+def _some(names: Sequence[str], most: int = 4) -> str:
+    """names, comma-separated, the first most of them only (and how many there are)."""
+    shown = ", ".join(names[:most])
+    return shown if len(names) <= most else f"{shown}, ... {len(names)} in all"
 
 
 def check_filter(glob: str, where: str = "filter", repo: Path | None = None) -> str:
     """A KUnit filter glob for kunit.py's command line ('' for all); DriverError naming where
     when it would be read as an option, holds a character that is neither a name's nor a
     glob's (a blank, quote or newline would make more kernel or shell words of it), or,
-    with repo, when its suite part matches none of the suite's suites."""
+    with repo, when it selects no case of the suite: KUnit splits it at the first '.' into
+    a suite glob and a case glob, and runs the cases whose names match both (a suite whose
+    cases cannot be read may have any case)."""
     if not glob:
         return glob
     if glob.startswith("-"):
@@ -222,12 +299,19 @@ def check_filter(glob: str, where: str = "filter", repo: Path | None = None) -> 
         bad = next(c for c in glob if not FILTER_CHARS.fullmatch(c))
         raise DriverError(f"bad {where} {glob!r}: {bad!r} is not part of a KUnit filter glob "
                           "('suite.case', names with * ? [...] wildcards)")
-    if repo is not None:
-        suites = suite_names(repo)
-        part = glob.partition(".")[0]
-        if suites and not any(fnmatchcase(s, part) for s in suites):
-            raise DriverError(f"bad {where} {glob!r}: {part!r} matches none of the suites "
-                              f"({', '.join(suites)})")
+    if repo is None:
+        return glob
+    suites = suite_cases(repo)
+    part, dot, case = glob.partition(".")
+    matched = [s for s in sorted(suites) if fnmatchcase(s, part)]
+    if suites and not matched:
+        raise DriverError(f"bad {where} {glob!r}: {part!r} matches none of the suites "
+                          f"({', '.join(sorted(suites))})")
+    if dot and matched and all(suites[s] for s in matched) and \
+            not any(fnmatchcase(c, case) for s in matched for c in suites[s]):
+        whose = f"{matched[0]} ({_some(suites[matched[0]])})" if len(matched) == 1 else \
+            f"the {len(matched)} suites {part!r} matches"
+        raise DriverError(f"bad {where} {glob!r}: {case!r} matches no case of {whose}")
     return glob
 
 
@@ -243,13 +327,9 @@ def with_selfcheck(words: Sequence[str]) -> list[str]:
 
 
 def dynmods_cases(repo: Path) -> list[str] | None:
-    """The cases of cgroup_migrate_dynmods (migrate_kunit.c's CGK_CASE list); None when the
-    file cannot be read or lists none (then any case may be there)."""
-    try:
-        text = (repo / MIGRATE).read_text(errors="replace")
-    except OSError:
-        return None
-    return MIGRATE_CASE.findall(text) or None
+    """The cases of cgroup_migrate_dynmods (migrate_kunit.c's list, as suite_cases() reads
+    it); None when they cannot be read (then any case may be there)."""
+    return suite_cases(repo).get(DYNMODS_SUITE) or None
 
 
 def duration_ms(words: Sequence[str]) -> int:

@@ -421,6 +421,12 @@ def test_jobs_is_capped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     ("cgroup_rstat;true", "';' is not part of"),
     ("nosuchsuite.*", "'nosuchsuite' matches none of the suites (cgroup_"),
     ("cgroup_rst.*", "'cgroup_rst' matches none of the suites"),
+    ("cgroup_ucount.no_such_case", "'no_such_case' matches no case of cgroup_ucount "
+                                   "(ucount_inc_dec, rlimit_add_sub, "),
+    ("cgroup_rstat*.migrate_*", "'migrate_*' matches no case of the 2 suites 'cgroup_rstat*' "
+                                "matches"),
+    ("*.x", "'x' matches no case of the "),
+    ("cgroup_migrate_dynmods.", "'' matches no case of cgroup_migrate_dynmods (migrate_idle, "),
 ])
 @pytest.mark.parametrize("command", [["run", "--profile", PROFILE], ["module-run"],
                                      ["stress"], ["series-check"]], ids=lambda c: c[0])
@@ -434,7 +440,100 @@ def test_good_filters_pass() -> None:
     from cgkunit.params import check_filter, suite_names
     assert "cgroup_rstat" in suite_names(REPO) and "cgroup_migrate_dynmods" in suite_names(REPO)
     for glob in ("cgroup_rstat.rstat_base_exact", "cgroup_*", "cgroup_kunit_oracle*",
-                 "cgroup_[mr]*.a?c", "*.x"):
+                 "cgroup_[mr]*.*_[!a]?c*", "*.migrate_idle", "cgroup_ucount.rlimit_exact_limit",
+                 "cgroup_ucount.ucount_sysctl_per_ns", "cgroup_bench.bench_*", "*.*",
+                 "cgroup_rstat.rstat_removed_unqueued", "cgroup_migrate*.migrate_everything"):
+        assert check_filter(glob, "f", REPO) == glob
+
+
+def test_the_cases_of_each_suite() -> None:
+    """suite_cases() reads every case macro and the array each suite's .test_cases names:
+    KUNIT_CASE, KUNIT_CASE_SLOW, KUNIT_CASE_PARAM(_ATTR) over lines, CGK_CASE, and the one
+    list migrate_kunit.c's MG_CASES() makes both migrate suites' arrays of."""
+    from cgkunit.params import dynmods_cases, suite_cases
+    cases = suite_cases(REPO)
+    assert cases["cgroup_bench"] == ["bench_rstat_read", "bench_ucount_charge"]
+    assert cases["cgroup_ucount"][0] == "ucount_inc_dec" and \
+        cases["cgroup_ucount"][-1] == "ucount_sysctl_per_ns"
+    assert cases["cgroup_rstat"][-1] == "rstat_removed_unqueued"
+    assert cases["cgroup_migrate"] == cases["cgroup_migrate_dynmods"] == dynmods_cases(REPO)
+    assert all(cases.values()), [s for s, c in cases.items() if not c]
+    for path in (REPO / "lib" / "kunit-cgroup").glob("*_kunit.c"):  # every entry of every array
+        text = path.read_text()
+        entries = re.findall(r"^\t(?:\w+_CASE\w*)\((\w+)[,)]", text, re.M)
+        assert entries and set(entries) <= {c for cs in cases.values() for c in cs}, path
+
+
+def test_the_cases_of_a_stub_suite(tmp_path: Path) -> None:
+    """A suite of another tree: its own macros, a commented-out case, a second suite whose
+    array a macro makes, and a suite whose cases cannot be read (any case may be there)."""
+    from cgkunit.params import check_filter, suite_cases
+    write_files(tmp_path, {"lib/kunit-cgroup/a_kunit.c": """\
+#define CGK_CASE(fn) KUNIT_CASE_PARAM_ATTR(fn, cgk_threads_gen, { .speed = KUNIT_SPEED_SLOW })
+#define TWO(name)				\\
+static struct kunit_case name[] = {		\\
+	KUNIT_CASE_SLOW(two_slow), /* not three */	\\
+	{}					\\
+}
+
+static struct kunit_case a_cases[] = {
+	CGK_CASE(a_gang),
+	KUNIT_CASE_PARAM(a_param, a_gen_params),
+	/* KUNIT_CASE(a_gone), */
+	KUNIT_CASE_PARAM_ATTR(a_attr, a_gen_params,
+			      { .speed = KUNIT_SPEED_SLOW }),
+	{ .run_case = a_plain, .name = "a_named" },
+	{}
+};
+
+TWO(two_cases);
+
+static struct kunit_suite a_suite = {
+	.name = "a",	/* "not_a" */
+	.test_cases = a_cases,
+};
+
+static struct kunit_suite two_suite = {
+	.name = "a_two",
+	.test_cases = two_cases,
+};
+
+static struct kunit_suite elsewhere_suite = {
+	.name = "a_elsewhere",
+	.test_cases = cases_in_another_file,
+};
+"""})
+    assert suite_cases(tmp_path) == {"a": ["a_gang", "a_param", "a_attr", "a_named"],
+                                     "a_two": ["two_slow"], "a_elsewhere": []}
+    for glob in ("a.a_gang", "a.a_param", "a*.*_slow", "a.a_[np]*", "a_two", "a_elsewhere.x",
+                 "a*.x", "a_*.a_gang"):
+        assert check_filter(glob, "FILTER", tmp_path) == glob
+    for glob, why in (("a.a_gone", "'a_gone' matches no case of a (a_gang, a_param, a_attr, "
+                                   "a_named)"),
+                      ("a.three", "'three' matches no case of a ("),
+                      ("a_t*.a_*", "'a_*' matches no case of a_two (two_slow)"),
+                      ("a?two.*gang", "'*gang' matches no case of a_two")):
+        with pytest.raises(DriverError, match=re.escape(f"bad FILTER {glob!r}: ")) as exc:
+            check_filter(glob, "FILTER", tmp_path)
+        assert why in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_every_filter_of_the_repo_passes() -> None:
+    """The filters of checks.json and bench.json, and the FILTER= examples of the Makefile,
+    README.md and docs/ (not results.md: a dated log of runs), select cases of the suite."""
+    from cgkunit.params import check_filter
+    kunit = REPO / "tools" / "kunit"
+    checks = json.loads((kunit / "checks.json").read_text())["checks"]
+    globs = {str(c["filter"]) for c in checks if c.get("filter")}
+    globs.add(str(json.loads((kunit / "bench.json").read_text())["filter"]))
+    assert len(globs) > 20 and "cgroup_ucount.rlimit_[fo][ov]*" in globs
+    docs = [REPO / "Makefile", REPO / "README.md",
+            *(p for p in (REPO / "docs").glob("*") if p.name != "results.md")]
+    examples = {m for p in docs for m in
+                re.findall(r"FILTER=(?:'([^']*)'|([A-Za-z*][A-Za-z0-9_.*?\[\]]*))", p.read_text())}
+    found = {q or bare for q, bare in examples} - {"", "suite.case"}  # Makefile's placeholder
+    assert "cgroup_ucount.ucount_inc_dec" in found and "cgroup_rstat*" in found
+    for glob in sorted(globs | found):
         assert check_filter(glob, "f", REPO) == glob
 
 
