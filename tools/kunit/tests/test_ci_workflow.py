@@ -546,15 +546,19 @@ def test_run_sh_shellcheck() -> None:
 
 
 def fake_bin(tmp_path: Path, kci_dev: bool = True) -> Path:
-    """A PATH directory with python3, a make that must never be called and maybe a
-    kci-dev that records its arguments and the payload it is given."""
+    """A PATH directory with python3, a make that records its arguments and environment
+    (JSON in make-called) and exits 97, and maybe a kci-dev that records its arguments and
+    the payload it is given."""
     bindir = tmp_path / "bin"
     if bindir.exists():
         shutil.rmtree(bindir)
     bindir.mkdir(parents=True)
     (bindir / "python3").symlink_to(sys.executable)
     make = bindir / "make"
-    make.write_text(f"#!/bin/sh\necho make \"$@\" > {tmp_path / 'make-called'}\nexit 97\n")
+    make.write_text(f"#!{sys.executable}\nimport json, os, sys\n"
+                    f"with open({str(tmp_path / 'make-called')!r}, 'w') as f:\n"
+                    "    json.dump({'argv': sys.argv[1:], 'env': dict(os.environ)}, f)\n"
+                    "sys.exit(97)\n")
     make.chmod(0o755)
     if kci_dev:
         kci = bindir / "kci-dev"
@@ -623,6 +627,40 @@ def test_run_sh_credentials_from_kci_dev_config(tmp_path: Path) -> None:
 def test_run_sh_bad_input(tmp_path: Path, args: list[str], expected: str) -> None:
     assert expected in one_error_line(run_sh(tmp_path, *args))
     assert not (tmp_path / "make-called").exists()
+
+
+def test_run_sh_values_reach_make_as_text(tmp_path: Path) -> None:
+    """run.sh checks none of the values the driver checks: --filter, --kernel-args and
+    --kernel-src reach make through its environment as typed (make does not expand the
+    environment's values, the Makefile passes them on to the driver quoted), never on make's
+    command line; nothing in them runs, in run.sh or in make."""
+    hostile = {name: f"$(shell touch X{name}) $(touch Y{name}) `touch Z{name}`; touch W{name} #"
+               for name in ("filter", "args", "src")}  # relative: run.sh runs in tmp_path
+    src = tmp_path / hostile["src"]
+    src.mkdir()
+    for git in (["init", "-q"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
+                                 "--allow-empty", "-m", "k"]):
+        subprocess.run(["git", "-C", str(src), *git], check=True, env={**os.environ,
+                       "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"})
+    for args, target in ((["--filter", hostile["filter"], "--kernel-args", hostile["args"]], "run"),
+                         (["--profile", "x86_64-kasan", "--seed", "7", "--kernel-args",
+                           "$(x);touch Y #", "--filter", "cgroup_ucount.$(y)",
+                           "--kernel-src", str(src)], "kasan")):
+        proc = run_sh(tmp_path, "--no-submit", *args)
+        assert proc.returncode == 97, proc.stderr  # make's own exit status
+        called = json.loads((tmp_path / "make-called").read_text())
+        (tmp_path / "make-called").unlink()
+        assert called["argv"] == ["-C", str(REPO), target]
+        env = called["env"]
+        if target == "run":
+            assert (env["FILTER"], env["KERNEL_ARGS"]) == (hostile["filter"], hostile["args"])
+            assert "KERNEL_SRC" not in env
+        else:
+            assert env["KERNEL_ARGS"] == "cgroup_kunit.seed=7 $(x);touch Y #"
+            assert (env["FILTER"], env["KERNEL_SRC"]) == ("cgroup_ucount.$(y)", str(src))
+        assert proc.stdout.startswith(f"run.sh: make {target} with KERNEL_ARGS=")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["bin", "home", src.name])
+    assert not [p for p in REPO.iterdir() if p.name[:1] in "XYZW" and len(p.name) <= 7]
 
 
 def test_run_sh_bad_origin(tmp_path: Path) -> None:
