@@ -61,9 +61,9 @@
  *    the default root are back to their baseline.
  * The oracle (harness.c) fails a case on any refcount_t warning (a put
  * below zero or a get on a released set), KASAN report (an RCU reader or a
- * holder touching a freed set, with the x86_64-kasan profile), lockdep
- * report (css_set_lock is taken from irq-disabled and softirq contexts) or
- * KCSAN report (x86_64-kcsan).
+ * holder touching a freed set, with CONFIG_KASAN), lockdep report
+ * (css_set_lock is taken from irq-disabled and softirq contexts) or KCSAN
+ * report (with CONFIG_KCSAN).
  */
 
 #include <linux/cgroup.h>

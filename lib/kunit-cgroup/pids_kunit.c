@@ -24,8 +24,7 @@
  *    exited, css task iterators agree with the bookkeeping, and the
  *    css_sets and cgroups are back to their baseline after teardown.
  * The oracle (harness.c) fails a case on any lockdep, KCSAN, KASAN,
- * refcount_t or WARNING report. It is built only with CONFIG_CGROUP_PIDS
- * (the x86_64-kasan and um-coverage profiles).
+ * refcount_t or WARNING report. It is built only with CONFIG_CGROUP_PIDS.
  */
 
 #include <linux/cgroup.h>

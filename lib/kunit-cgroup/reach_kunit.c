@@ -20,8 +20,8 @@
  * with it enabled, '?' both. usage=none: the class was never registered
  * (the lock was never taken, or its code is not built). debug_locks=0:
  * lockdep turned itself off after a report; the usage is what it had
- * recorded until then. The driver (cgkunit.py reach) reads these lines and
- * sets them beside the contexts the kernel's own code takes each lock in.
+ * recorded until then. A tool reading the console can set these lines
+ * beside the contexts the kernel's own code takes each lock in.
  *
  * A UML KUnit boot has no userspace: the case mounts procfs itself, as a
  * sysctl= boot argument does, and reads /proc/lockdep with kernel_read().
@@ -49,9 +49,10 @@
 #include "harness.h"
 
 /*
- * The classes reported, by the name lockdep gives them. The driver's table
- * of production contexts (tools/kunit/cgkunit/reach.py) has one row for
- * each; its tests check that the two lists agree.
+ * The classes reported, by the name lockdep gives them: the locks that
+ * kernel/cgroup/ and kernel/ucount.c define or take. A tool reading the
+ * console that keeps its own list of the contexts each lock is taken in
+ * should have one entry for each of these names.
  */
 static const char * const reach_classes[] = {
 	/* kernel/cgroup/cgroup.c */

@@ -1033,9 +1033,9 @@ static void uc_exact_uncharge(void *arg)
  * KUNIT_ARRAY_PARAM() takes the parameter, so cgk_param_threads() has no
  * thread count to give here: take the first one the thread-count generator
  * yields, which is the threads module parameter when set (so a failure
- * replays as printed) and 8 otherwise, more workers than CPUs in every
- * profile, so that charges are preempted half way through a batch or a
- * revocation.
+ * replays as printed) and 8 otherwise, more workers than the CPUs of a
+ * small test machine, so that charges are preempted half way through a
+ * batch or a revocation.
  */
 static unsigned int uc_exact_threads(struct kunit *test)
 {
