@@ -1,4 +1,5 @@
-"""The driver's module layering, read from its import graph (ast: nothing is imported).
+"""The driver's module layering, read from its import graph (ast: nothing is imported), and
+the layer under it all: the suite (lib/kunit-cgroup), which knows nothing of the driver.
 
 cli is the top: it imports the commands, and making them work is its job. A command is
 one module per command of the driver; what several commands share lives below them. So:
@@ -8,6 +9,8 @@ is classified here, and named in the layering note of cgkunit/__init__.py's docs
 from __future__ import annotations
 
 import ast
+import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -204,3 +207,52 @@ def test_private_names_across_modules_are_seen(tmp_path: Path) -> None:
                                    "b": "def _hidden(): pass\ndef shown(): _hidden()\n"})
     _, private = import_graph(pkg)
     assert private == {"a": ["from b import _hidden"], "c": ["b._hidden (line 2)"]}
+
+
+# --- the suite knows nothing of the driver (issue 32) ------------------------------------
+
+REPO = KUNIT_DIR.parent.parent
+SUITE = REPO / "lib" / "kunit-cgroup"
+
+
+def driver_words(repo: Path = REPO) -> re.Pattern[str]:
+    """What names this repository's driver in a text: its package and folder, `make <target>`
+    of the top Makefile's targets, its documents and check lists, its profiles by name, and
+    "the driver". (The suite speaks of the kernel, and of a tool reading its console.)"""
+    targets = "|".join(re.findall(r"^([a-z][\w-]*):", (repo / "Makefile").read_text(), re.M))
+    profiles = "|".join(p.stem for p in (repo / "tools" / "kunit" / "profiles").glob("*.config"))
+    assert "run" in targets.split("|") and "um-lockdep" in profiles.split("|")
+    words = [r"cgkunit", r"tools/kunit", r"results\.md", r"README", r"checks\.json",
+             r"bench\.json", r"\bthe driver\b", rf"\bmake (?:{targets})\b",
+             rf"(?<![\w-])(?:{profiles})(?![\w-])"]
+    return re.compile("|".join(words), re.IGNORECASE)
+
+
+def driver_mentions(suite: Path, words: re.Pattern[str]) -> list[str]:
+    """Each line of the suite's files (sources, headers, Kconfig, Makefile) naming the driver,
+    as file:line: text."""
+    return [f"{path.name}:{n}: {line.strip()}"
+            for path in sorted(p for p in suite.iterdir() if p.is_file())
+            for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
+            if words.search(line)]
+
+
+def test_the_suite_does_not_mention_the_driver() -> None:
+    assert driver_mentions(SUITE, driver_words()) == []
+
+
+def test_a_mention_of_the_driver_in_the_suite_is_seen(tmp_path: Path) -> None:
+    suite = tmp_path / "kunit-cgroup"
+    shutil.copytree(SUITE, suite)
+    added = {"a.c": " * The driver (cgkunit.py reach) reads these lines.",
+             "b.c": " * (tools/kunit/cgkunit/reach.py) has one row for each",
+             "Kconfig.b": "\t  run it with make bench, see results.md",
+             "Makefile.b": "# built for the x86_64-kasan profile",
+             "c.h": "/* each entry of checks.json, as README says */"}
+    for name, line in added.items():
+        (suite / name).write_text(f"{line}\n")
+    assert driver_mentions(suite, driver_words()) == [
+        f"{name}:1: {line.strip()}" for name, line in sorted(added.items())]
+    # what the suite may say: the kernel's words, and the make of everyday English
+    assert not driver_words().search("the flags that make it; make CGK_VICTIM_USER victims exit;"
+                                     " kunit.filter_glob=cgroup_migrate_dynmods; the x86_64 kasan")
