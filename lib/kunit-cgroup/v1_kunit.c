@@ -24,6 +24,10 @@
  * The v1 root has notify_on_release set, which its cgroups inherit, so each
  * one that empties queues its release work.
  *
+ * v1_release_agent_file writes two release agents to a v1 root's
+ * release_agent file while others read it: each read shows one agent
+ * whole, or none. No agent is ever run: that hierarchy has no task.
+ *
  * Invariants, checked right after each operation and after the workers
  * stopped:
  *  - a move leaves the victim in its destination on that hierarchy and
@@ -51,6 +55,7 @@
 #include <linux/fs.h>
 #include <linux/mount.h>
 #include <linux/mutex.h>
+#include <linux/random.h>
 #include <linux/rwsem.h>
 #include <linux/sched/signal.h>
 
@@ -629,6 +634,111 @@ static void v1_run(struct kunit *test, unsigned long flags)
 	cgk_expect_baseline(test, &c->base, V1_SETTLE_TIMEOUT_MS);
 }
 
+/* ---- v1_release_agent_file --------------------------------------------- */
+
+/*
+ * Two release agents of different lengths, so that a read that mixes them
+ * is neither. They are never run: the hierarchy has no task, and no cgroup
+ * with notify_on_release, and its agent is emptied before it goes away.
+ */
+#define V1_AGENT_LONG	"/cgk/release-agent/never-run/that-is-longer-than-the-other"
+#define V1_AGENT_SHORT	"/cgk/ra"
+#define V1_RA_MS	300U
+
+struct v1_ra {
+	struct vfsmount *mnt;
+	struct cgroup *root;
+	atomic_long_t writes;
+	atomic_long_t reads;
+};
+
+/* Even workers write one agent or the other, odd ones read and check. */
+static void v1_ra_step(struct cgk_worker *w)
+{
+	struct v1_ra *ra = w->gang->data;
+	char buf[128];
+	ssize_t n;
+
+	if (!(w->index & 1)) {
+		struct file *file = w->priv;
+		const char *agent = cgk_rand(w, 2) ? V1_AGENT_LONG "\n" : V1_AGENT_SHORT "\n";
+		int ret = cgk_file_write(file, agent);
+
+		if (ret)
+			cgk_fail(w, "writing release_agent: %d", ret);
+		else
+			atomic_long_inc(&ra->writes);
+		return;
+	}
+	n = cgk_file_read(ra->mnt, "release_agent", buf, sizeof(buf));
+	if (n < 0) {
+		cgk_fail(w, "reading release_agent: %zd", n);
+		return;
+	}
+	if (strcmp(buf, "\n") && strcmp(buf, V1_AGENT_LONG "\n") &&
+	    strcmp(buf, V1_AGENT_SHORT "\n"))
+		cgk_fail(w, "release_agent read as \"%.*s\": no agent ever written",
+			 (int)strcspn(buf, "\n"), buf);
+	else
+		atomic_long_inc(&ra->reads);
+}
+
+static const struct cgk_gang_ops v1_ra_ops = {
+	.step = v1_ra_step,
+};
+
+static void v1_ra_teardown(void *arg)
+{
+	struct v1_ra *ra = arg;
+
+	flush_delayed_fput();
+	if (ra->mnt && !v1_unmount(ra->mnt, ra->root))
+		pr_warn("cgk: a release-agent hierarchy still has cgroups\n");
+	ra->mnt = NULL;
+}
+
+/*
+ * The root's release_agent file, written and read at once: each read shows
+ * the whole of one agent written (or none), as release_agent_path_lock
+ * makes sure, never a mix of two.
+ */
+static void v1_release_agent_file(struct kunit *test)
+{
+	unsigned int nr = 4, i;
+	struct cgk_gang *gang;
+	struct v1_ra *ra;
+	char name[40], buf[128];
+
+	ra = kunit_kzalloc(test, sizeof(*ra), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, ra);
+	snprintf(name, sizeof(name), "cgk-v1-ra-%u", get_random_u32());
+	ra->mnt = cgroup_mount_for_test(name, &ra->root);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL_MSG(test, ra->mnt, "mounting %s", name);
+	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, v1_ra_teardown, ra));
+
+	gang = cgk_gang_create(test, nr, &v1_ra_ops, ra);
+	KUNIT_ASSERT_NOT_NULL(test, gang);
+	gang->duration_ms = min(gang->duration_ms, V1_RA_MS);
+	for (i = 0; i < nr; i += 2)
+		gang->workers[i].priv = cgk_file_open_for_test(test, ra->mnt, "release_agent");
+	cgk_gang_run(gang);
+	for (i = 0; i < nr; i += 2)
+		fput(gang->workers[i].priv);
+	cgk_gang_report(gang);
+	kunit_info(test, "%ld release agents written, %ld read\n",
+		   atomic_long_read(&ra->writes), atomic_long_read(&ra->reads));
+	CGK_EXPECT_EXERCISED(test, atomic_long_read(&ra->writes), "no agent was written");
+	CGK_EXPECT_EXERCISED(test, atomic_long_read(&ra->reads), "no agent was read");
+
+	/* Emptied, so that nothing would ever run it. */
+	gang->workers[0].priv = cgk_file_open_for_test(test, ra->mnt, "release_agent");
+	KUNIT_EXPECT_EQ(test, cgk_file_write(gang->workers[0].priv, "\n"), 0);
+	fput(gang->workers[0].priv);
+	KUNIT_EXPECT_GE(test, cgk_file_read(ra->mnt, "release_agent", buf, sizeof(buf)), 0);
+	KUNIT_EXPECT_STREQ(test, buf, "\n");
+	kunit_release_action(test, v1_ra_teardown, ra);
+}
+
 /* Moves on both hierarchies, attach-to-all and transfers, racing fork. */
 static void v1_attach_paths(struct kunit *test)
 {
@@ -644,6 +754,7 @@ static void v1_mount_churn(struct kunit *test)
 static struct kunit_case cgroup_v1_cases[] = {
 	CGK_CASE(v1_attach_paths),
 	CGK_CASE(v1_mount_churn),
+	KUNIT_CASE(v1_release_agent_file),
 	{}
 };
 
