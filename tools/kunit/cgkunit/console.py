@@ -10,7 +10,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from . import titles
 from .common import read_json
@@ -609,11 +609,33 @@ def _not_reached(end: _End, running: str) -> list[NotRun]:
     return out
 
 
+# printk, when another CPU's urgent output (a WARN, an oops) cut a console line short,
+# prints this and then the whole message again
+REPLAY_MARK = "** replaying previous printk message **"
+
+
+def unreplayed(lines: Sequence[str]) -> list[str]:
+    """lines with printk's replays undone: the marker, and the cut-short copy before it
+    when the line after it is the whole message, become empty lines (so that every other
+    line keeps its number). A cut-short KTAP line would otherwise be read as a test of its
+    own ("# Subtest: ucou")."""
+    out = list(lines)
+    for i, line in enumerate(lines):
+        if strip_prefix(line).strip() != REPLAY_MARK:
+            continue
+        out[i] = ""
+        if 0 < i < len(lines) - 1:
+            cut, whole = strip_prefix(lines[i - 1]), strip_prefix(lines[i + 1])
+            if cut.strip() and whole.startswith(cut):
+                out[i - 1] = ""
+    return out
+
+
 def parse_console(text: str, verdict: str = "completed") -> Report:
     """Build a Report from console text and the exec verdict: pass 1 (ConsoleState) over
     the lines, then the tests (_Tree) and what the lines before each result say (_attribute)."""
     state = ConsoleState()
-    lines = text.splitlines()
+    lines = unreplayed(text.splitlines())
     for raw in lines:
         state.feed(raw)
     tree = _Tree(state.events, state.lines)
