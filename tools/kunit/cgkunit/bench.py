@@ -38,7 +38,7 @@ from typing import Any, Callable, Mapping, Sequence
 from . import machine as host
 from . import carry, pipeline, plot, procs, stats
 from . import profile as profiles
-from .common import DriverError, read_json, say, write_json
+from .common import Context, DriverError, read_json, say, write_json
 from .params import MAX_SEED
 from .report import Report, exit_code, raise_refused
 from .run import build
@@ -1257,21 +1257,21 @@ def boot_order(rounds: int) -> list[tuple[int, str]]:
     return out
 
 
-def report_bench(repo: Path, build_root: Path, cfg: BenchConfig, prof: profiles.Profile,
+def report_bench(ctx: Context, cfg: BenchConfig, prof: profiles.Profile,
                  only: Sequence[str]) -> int:
     """--report: aggregate the console logs of the last run again (no build, no boot)."""
     glob = boot_filter(cfg.filter, only)
-    saved = read_json(build_root / RESULTS / "machine.json")
+    saved = read_json(ctx.build / RESULTS / "machine.json")
     machine = machine_from_json(saved) or Machine(host.host_cpu_model(), host.host_cores(),
                                                   profiles.vcpus(prof), "unknown",
                                                   profile=prof.name, base_before=cfg.base_before)
     rounds = machine.rounds if machine.rounds > 0 else 1
     reps = machine.reps if machine.reps > 0 else 1
-    reports = {v: [pipeline.rereport(repo, build_root, prof.name, round_dir(build_root, prof, v, r),
+    reports = {v: [pipeline.rereport(ctx, prof.name, round_dir(ctx.build, prof, v, r),
                                      hint="run make bench first")
                    for r in range(rounds)]
                for v in VARIANTS}
-    return finish(build_root, reports, machine, only, glob, reps)
+    return finish(ctx.build, reports, machine, only, glob, reps)
 
 
 def end_leftovers(build_root: Path) -> None:
@@ -1282,36 +1282,36 @@ def end_leftovers(build_root: Path) -> None:
         procs.kill_below(pid, procs.children_of_self(), include_root=True)
 
 
-def run_bench(repo: Path, build_root: Path, opts: BenchOptions) -> int:
+def run_bench(ctx: Context, opts: BenchOptions) -> int:
     """Validate, prepare both trees, build, boot base/series/control per round, report."""
     validate_options(opts)
-    cfg = load_bench_config(repo)
-    prof = bench_profile(repo, opts.profile or cfg.profile, opts.vcpus)
+    cfg = load_bench_config(ctx.repo)
+    prof = bench_profile(ctx.repo, opts.profile or cfg.profile, opts.vcpus)
     if opts.report_only:
-        return report_bench(repo, build_root, cfg, prof, opts.only)
+        return report_bench(ctx, cfg, prof, opts.only)
     point_s = opts.reps * opts.duration_ms / 1000
     if point_s >= prof.timeout:
         raise DriverError(f"--reps {opts.reps} x --duration-ms {opts.duration_ms} is {point_s:.0f}s "
                           f"for each point, over the {prof.timeout}s limit of a {prof.name} boot")
     glob = boot_filter(cfg.filter, opts.only)
-    tree, base_label = pipeline.prepare(repo, build_root, opts.kernel_src, opts.kernel_ref)
+    tree, base_label = pipeline.prepare(ctx, opts.kernel_src, opts.kernel_ref)
     trees: dict[str, PreparedTree] = {SERIES: tree,
-                                      BASE: ensure_base_worktree(repo, tree, cfg.base_before)}
-    outs = {v: profiles.out_dir(build_root, prof, v) for v in (BASE, SERIES)}
+                                      BASE: ensure_base_worktree(ctx.repo, tree, cfg.base_before)}
+    outs = {v: profiles.out_dir(ctx.build, prof, v) for v in (BASE, SERIES)}
     if not opts.no_build:
         # the base is older than the suite: carried onto it (carry.py), as bisect does
-        carried = carry.plan(trees[BASE].path, repo)
+        carried = carry.plan(trees[BASE].path, ctx.repo)
         if carried.describe():
             say(f"carrying the suite onto the base: {carried.describe()}")
         for i, v in enumerate((BASE, SERIES), 1):
             say(f"building {v} ({i}/2)")
-            build(trees[v].path, prof, repo, build_root, opts.jobs, out=outs[v],
+            build(trees[v].path, prof, ctx.repo, ctx.build, opts.jobs, out=outs[v],
                   kconfig_add=carried.kconfig if v == BASE else ())
-    images = {v: pipeline.require_image(build_root, prof, outs[v]) for v in (BASE, SERIES)}
-    shim, accel = pipeline.choose_qemu(prof, images[SERIES], build_root)
+    images = {v: pipeline.require_image(ctx.build, prof, outs[v]) for v in (BASE, SERIES)}
+    shim, accel = pipeline.choose_qemu(prof, images[SERIES], ctx.build)
     seed = opts.seed or random.randrange(1, MAX_SEED + 1)
     base = trees[BASE]
-    end_leftovers(build_root)
+    end_leftovers(ctx.build)
     machine = Machine(cpu_model=host.host_cpu_model(), host_cores=host.host_cores(),
                       vcpus=profiles.vcpus(prof), accel=accel or "uml", profile=prof.name,
                       reps=opts.reps, rounds=opts.rounds, duration_ms=opts.duration_ms, seed=seed,
@@ -1322,7 +1322,7 @@ def run_bench(repo: Path, build_root: Path, opts: BenchOptions) -> int:
         say(f"WARNING: {machine.warning}")
     if machine.emulated:
         say("EMULATED: QEMU/TCG is not a contention measurement; the table gives no verdicts")
-    write_json(build_root / RESULTS / "machine.json", machine.to_json())
+    write_json(ctx.build / RESULTS / "machine.json", machine.to_json())
     args = kernel_args(seed, opts.reps, opts.duration_ms)
     reports: dict[str, list[Report]] = {v: [] for v in VARIANTS}
     order = boot_order(opts.rounds)
@@ -1332,14 +1332,13 @@ def run_bench(repo: Path, build_root: Path, opts: BenchOptions) -> int:
             + (f"; load average {load:.2f}" if load is not None else ""))
         probe = host.OtherLoad.start()
         report = pipeline.boot_and_report(
-            repo, build_root, prof, trees[KERNEL_OF[v]], base_label,
-            round_dir(build_root, prof, v, r), args, glob, shim=shim,
-            out=outs[KERNEL_OF[v]], echo=opts.echo)
+            ctx, prof, trees[KERNEL_OF[v]], base_label, round_dir(ctx.build, prof, v, r), args,
+            glob, shim=shim, out=outs[KERNEL_OF[v]], echo=opts.echo)
         reports[v].append(report)
         other = probe.cores()
         machine.other_cores.setdefault(v, []).append(other)
         say(f"{v}: {report.status.upper()} in {report.elapsed:.0f}s"
             + (f"; the rest of the host kept {other:.2f} of a core busy meanwhile"
                if other is not None else ""))
-    write_json(build_root / RESULTS / "machine.json", machine.to_json())
-    return finish(build_root, reports, machine, opts.only, glob, opts.reps)
+    write_json(ctx.build / RESULTS / "machine.json", machine.to_json())
+    return finish(ctx.build, reports, machine, opts.only, glob, opts.reps)

@@ -198,7 +198,7 @@ def series_commits(ctx: Context, target: Target) -> tuple[Path, str, str]:
     tree's commits of the series positions (the tree is made or brought up to date)."""
     if target.src is not None:
         return target.src, target.good, target.bad
-    tree, _ = pipeline.prepare(ctx.repo, ctx.build, None)
+    tree, _ = pipeline.prepare(ctx, None)
     commits = [c for _, c in prepared_commits(tree)]
     return tree.path, commits[int(target.good)], commits[int(target.bad)]
 
@@ -750,7 +750,7 @@ def run_selftest(ctx: Context, runs: int = SELFTEST_RUNS, jobs: int | None = Non
     check = next((c for c in load_checks(ctx.repo) if c.name == SELFTEST_CHECK), None)
     if check is None or len(check.extra_patches) != 1:
         raise DriverError(f"checks.json has no check {SELFTEST_CHECK} with one breakage patch")
-    tree, _ = pipeline.prepare(ctx.repo, ctx.build, None)
+    tree, _ = pipeline.prepare(ctx, None)
     with tempfile.TemporaryDirectory(prefix="cgkunit-bisect-selftest-") as tmp:
         if overlaps(Path(tmp).resolve(), ctx.build.resolve()):
             raise DriverError(f"the temporary directory {tmp} is in the build root; set TMPDIR")

@@ -609,7 +609,7 @@ def fetch_handler(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def prepare_handler(args: argparse.Namespace, ctx: Context) -> int:
-    tree, _ = pipeline.prepare(ctx.repo, ctx.build, args.kernel_src, args.kernel_ref)
+    tree, _ = pipeline.prepare(ctx, args.kernel_src, args.kernel_ref)
     print(tree.path)
     return 0
 
@@ -621,14 +621,13 @@ def mbox_handler(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def build_handler(args: argparse.Namespace, ctx: Context) -> int:
-    pipeline.build_profile(ctx.repo, ctx.build, args.profile, args.kernel_src, args.kernel_ref,
-                           args.jobs)
+    pipeline.build_profile(ctx, args.profile, args.kernel_src, args.kernel_ref, args.jobs)
     return 0
 
 
 def module_handler(args: argparse.Namespace, ctx: Context) -> int:
-    for ko in pipeline.build_module(ctx.repo, ctx.build, args.profile, args.kernel_src,
-                                    args.kernel_ref, args.jobs):
+    for ko in pipeline.build_module(ctx, args.profile, args.kernel_src, args.kernel_ref,
+                                    args.jobs):
         print(ko)
     return 0
 
@@ -644,13 +643,13 @@ def run_handler(args: argparse.Namespace, ctx: Context) -> int:
                                filter_glob=args.filter, no_build=args.no_build,
                                kernel_src=args.kernel_src, kernel_ref=args.kernel_ref,
                                echo=args.verbose, jobs=args.jobs, isolate=_isolate(args.isolate))
-    report = pipeline.run_profile(ctx.repo, ctx.build, opts)
+    report = pipeline.run_profile(ctx, opts)
     raise_refused([report])  # a parameter the suite refused: bad input, exit status 2
     return exit_code(report.status)
 
 
 def bench_handler(args: argparse.Namespace, ctx: Context) -> int:
-    return bench.run_bench(ctx.repo, ctx.build, _bench_options(args))
+    return bench.run_bench(ctx, _bench_options(args))
 
 
 def stress_handler(args: argparse.Namespace, ctx: Context) -> int:
@@ -701,7 +700,7 @@ def check_handler(args: argparse.Namespace, ctx: Context) -> int:
         return 0
 
     def runner(c: checklist.Check) -> Report:
-        return pipeline.run_profile(ctx.repo, ctx.build, pipeline.RunOptions(
+        return pipeline.run_profile(ctx, pipeline.RunOptions(
             profile=c.profile, kernel_args=list(c.kernel_args), filter_glob=c.filter,
             kernel_src=args.kernel_src, kernel_ref=args.kernel_ref,
             extra_patches=[Path(p) for p in c.extra_patches], results_tag=f"check-{c.name}",
@@ -712,7 +711,7 @@ def check_handler(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def report_handler(args: argparse.Namespace, ctx: Context) -> int:
-    report = pipeline.rereport(ctx.repo, ctx.build, args.profile, _results(args, ctx.build))
+    report = pipeline.rereport(ctx, args.profile, _results(args, ctx.build))
     print(format_summary(report), end="", flush=True)
     raise_refused([report])
     return exit_code(report.status)

@@ -127,7 +127,7 @@ class Workspace:
         tree = PreparedTree(path=self.clone, base_commit=commit, head_commit=commit)
 
         def boot(results: Path, kernel_args: list[str], filter_glob: str) -> Report:
-            return pipeline.boot_and_report(self.ctx.repo, self.ctx.build, self.prof, tree, base,
-                                            results, kernel_args, filter_glob, shim=shim,
-                                            out=self.out, echo=self.echo)
+            return pipeline.boot_and_report(self.ctx, self.prof, tree, base, results,
+                                            kernel_args, filter_glob, shim=shim, out=self.out,
+                                            echo=self.echo)
         return boot

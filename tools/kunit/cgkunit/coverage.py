@@ -332,7 +332,7 @@ def run_coverage(ctx: Context, opts: RunOptions) -> int:
         if cleared:
             say(f"cleared {cleared} .gcda files of an earlier boot")
     opts.profile = PROFILE
-    result = run_profile(ctx.repo, ctx.build, opts)
+    result = run_profile(ctx, opts)
     dest = profiles.results_dir(ctx.build, PROFILE)
     info = capture(out, dest)
     report(info, dest, result.status)

@@ -97,7 +97,7 @@ def export_mbox(ctx: Context, out: Path) -> list[Path]:
     mbox's own, or an empty or new one; its earlier patches removed first); the files."""
     ours = check_out(out, ctx.build)
     subject, body = cover_text(ctx.repo)
-    tree, _ = pipeline.prepare(ctx.repo, ctx.build, None)
+    tree, _ = pipeline.prepare(ctx, None)
     if tree.variant:
         raise DriverError("the prepared tree carries extra patches; prepare it without them")
     clear_out(out, ours)

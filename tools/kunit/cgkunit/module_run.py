@@ -461,7 +461,7 @@ class Guest:
 def own_guest(ctx: Context, prof: profiles.Profile, kernel_src: str | None, kernel_ref: str,
               jobs: int | None) -> Guest:
     """The profile's kernel with the series, the suite =m, modules and kmemleak."""
-    tree, base = prepare(ctx.repo, ctx.build, kernel_src, kernel_ref)
+    tree, base = prepare(ctx, kernel_src, kernel_ref)
     out = ctx.build / "out" / f"{prof.name}-module-run"
     build(tree.path, prof, ctx.repo, ctx.build, jobs, out=out, kconfig_add=MODULE_RUN_KCONFIG)
     ko = out / "lib" / "kunit-cgroup" / MODULE

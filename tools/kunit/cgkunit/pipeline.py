@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from . import profile as profiles
-from .common import DriverError, InfraError, read_json, say
+from .common import Context, DriverError, InfraError, read_json, say
 from .fetch import BaseSource, fetch_base
 from .console import build_report
 from .export import write_summary
@@ -40,42 +40,42 @@ def base_label(base: BaseSource | None, tree: PreparedTree, kernel_src: str | No
     return f"{base.package} {base.version} ({pin})"
 
 
-def prepare(repo: Path, build_root: Path, kernel_src: str | None, kernel_ref: str = "HEAD",
+def prepare(ctx: Context, kernel_src: str | None, kernel_ref: str = "HEAD",
             extra_patches: list[Path] | None = None) -> tuple[PreparedTree, str]:
     """Fetch (unless KERNEL_SRC) and prepare the tree; (tree, base label). The fetch's
     inputs were checked before (kernel/BASE): what fails in it now is the mirror's, the
     network's or the disk's, an InfraError (make check stops at the first, rather than
     meeting it again in each of its checks)."""
     try:
-        base = None if kernel_src else fetch_base(repo, build_root)
+        base = None if kernel_src else fetch_base(ctx.repo, ctx.build)
     except InfraError:
         raise
     except DriverError as e:
         raise InfraError(e.reason) from None
-    tree = prepare_tree(repo, build_root, base, kernel_src, kernel_ref, extra_patches or [])
+    tree = prepare_tree(ctx.repo, ctx.build, base, kernel_src, kernel_ref, extra_patches or [])
     say(f"tree {tree.path} at {tree.head_commit[:12]}"
         + (f" (variant {tree.variant})" if tree.variant else ""))
     return tree, base_label(base, tree, kernel_src)
 
 
-def build_profile(repo: Path, build_root: Path, name: str, kernel_src: str | None,
-                  kernel_ref: str = "HEAD", jobs: int | None = None) -> None:
+def build_profile(ctx: Context, name: str, kernel_src: str | None, kernel_ref: str = "HEAD",
+                  jobs: int | None = None) -> None:
     """fetch + prepare + build for one profile."""
-    prof = profiles.load_profile(repo, name)
-    tree, _ = prepare(repo, build_root, kernel_src, kernel_ref)
-    build(tree.path, prof, repo, build_root, jobs)
+    prof = profiles.load_profile(ctx.repo, name)
+    tree, _ = prepare(ctx, kernel_src, kernel_ref)
+    build(tree.path, prof, ctx.repo, ctx.build, jobs)
 
 
 MODULE_KCONFIG = ("CONFIG_MODULES=y", "CONFIG_CGROUP_KUNIT_TEST=m")
 
 
-def build_module(repo: Path, build_root: Path, name: str, kernel_src: str | None,
-                 kernel_ref: str = "HEAD", jobs: int | None = None) -> list[Path]:
+def build_module(ctx: Context, name: str, kernel_src: str | None, kernel_ref: str = "HEAD",
+                 jobs: int | None = None) -> list[Path]:
     """Build the suite as a module (own build dir <build>/out/<profile>-module); the .ko files."""
-    prof = profiles.load_profile(repo, name)
-    tree, _ = prepare(repo, build_root, kernel_src, kernel_ref)
-    out = build_root / "out" / f"{prof.name}-module"
-    build(tree.path, prof, repo, build_root, jobs, out=out, kconfig_add=MODULE_KCONFIG)
+    prof = profiles.load_profile(ctx.repo, name)
+    tree, _ = prepare(ctx, kernel_src, kernel_ref)
+    out = ctx.build / "out" / f"{prof.name}-module"
+    build(tree.path, prof, ctx.repo, ctx.build, jobs, out=out, kconfig_add=MODULE_KCONFIG)
     modules = sorted((out / "lib" / "kunit-cgroup").glob("*.ko"))
     if not modules:
         raise DriverError(f"module build of {prof.name} produced no .ko in {out / 'lib/kunit-cgroup'}")
@@ -98,15 +98,15 @@ def choose_qemu(prof: profiles.Profile, image: Path, build_root: Path) -> tuple[
     return profiles.make_shim(build_root, accel), accel
 
 
-def boot_and_report(repo: Path, build_root: Path, prof: profiles.Profile, tree: PreparedTree,
-                    base: str, results: Path, kernel_args: list[str], filter_glob: str, *,
+def boot_and_report(ctx: Context, prof: profiles.Profile, tree: PreparedTree, base: str,
+                    results: Path, kernel_args: list[str], filter_glob: str, *,
                     shim: Path | None, out: Path | None = None, echo: bool = False,
                     isolate: str | None = None, replay_env: Sequence[str] = ()) -> Report:
     """exec + the report, written to results (summary not printed); replay_env: the
     KERNEL_SRC/KERNEL_REF words of its replay lines. An interrupted run (run.Interrupted)
     gets its report written too, and the exception carries it on."""
     try:
-        ex = exec_tests(tree.path, prof, repo, build_root, results, kernel_args, filter_glob,
+        ex = exec_tests(tree.path, prof, ctx.repo, ctx.build, results, kernel_args, filter_glob,
                         shim=shim, echo=echo, out=out, isolate=isolate)
     except Interrupted as stop:
         stop.report = _report(stop.result, prof.name, tree, base, results, replay_env)
@@ -133,7 +133,7 @@ def _number(value: object) -> float:
         return 0.0
 
 
-def rereport(repo: Path, build_root: Path, profile: str, results: Path,
+def rereport(ctx: Context, profile: str, results: Path,
              hint: str = "run the profile first") -> Report:
     """The report of an earlier run, rebuilt from its console log (no boot); summary rewritten."""
     console = results / "console.log"
@@ -162,14 +162,14 @@ class Kernel:
     accel: str            # "kvm" or "tcg" (x86_64), "" for UML
 
 
-def ready_kernel(repo: Path, build_root: Path, opts: RunOptions) -> Kernel:
+def ready_kernel(ctx: Context, opts: RunOptions) -> Kernel:
     """fetch + prepare + build (unless opts.no_build) + the QEMU accelerator choice."""
-    prof = profiles.load_profile(repo, opts.profile)
-    tree, base = prepare(repo, build_root, opts.kernel_src, opts.kernel_ref, opts.extra_patches)
+    prof = profiles.load_profile(ctx.repo, opts.profile)
+    tree, base = prepare(ctx, opts.kernel_src, opts.kernel_ref, opts.extra_patches)
     if not opts.no_build:
-        build(tree.path, prof, repo, build_root, opts.jobs)
-    image = require_image(build_root, prof)
-    shim, accel = choose_qemu(prof, image, build_root)
+        build(tree.path, prof, ctx.repo, ctx.build, opts.jobs)
+    image = require_image(ctx.build, prof)
+    shim, accel = choose_qemu(prof, image, ctx.build)
     return Kernel(profile=prof, tree=tree, base=base, shim=shim, accel=accel)
 
 
@@ -178,16 +178,16 @@ def print_summary(report: Report) -> None:
     print(format_summary(report), end="", flush=True)
 
 
-def run_profile(repo: Path, build_root: Path, opts: RunOptions,
+def run_profile(ctx: Context, opts: RunOptions,
                 printer: Callable[[Report], None] = print_summary) -> Report:
     """fetch + prepare + build + exec + parse + report; the report goes to printer (that
     of an interrupted run too, before run.Interrupted goes on)."""
-    k = ready_kernel(repo, build_root, opts)
-    results = profiles.results_dir(build_root, k.profile.name, opts.results_tag or k.tree.variant)
+    k = ready_kernel(ctx, opts)
+    results = profiles.results_dir(ctx.build, k.profile.name, opts.results_tag or k.tree.variant)
     env = replay_env(opts.kernel_src, k.tree.base_commit) if opts.kernel_src else ()
     try:
-        report = boot_and_report(repo, build_root, k.profile, k.tree, k.base, results,
-                                 opts.kernel_args, opts.filter_glob, shim=k.shim, echo=opts.echo,
+        report = boot_and_report(ctx, k.profile, k.tree, k.base, results, opts.kernel_args,
+                                 opts.filter_glob, shim=k.shim, echo=opts.echo,
                                  isolate=opts.isolate, replay_env=env)
     except Interrupted as stop:
         if stop.report is not None:

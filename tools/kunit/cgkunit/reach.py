@@ -430,7 +430,7 @@ def run_reach(ctx: Context, opts: RunOptions, console: Path | None = None, last:
         return 0
     profiles.load_profile(ctx.repo, opts.profile)
     opts.filter_glob = ""
-    report = run_profile(ctx.repo, ctx.build, opts)
+    report = run_profile(ctx, opts)
     source = f"{opts.profile} ({report.status})"
     try:
         got = from_report(report, source)

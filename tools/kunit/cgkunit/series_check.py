@@ -440,7 +440,7 @@ def run_series_check(ctx: Context, opts: SeriesCheckOptions,
     began = time.monotonic()
     plan = check_input(ctx.repo, opts)
     prof = profiles.load_profile(ctx.repo, opts.profile)
-    tree, base = pipeline.prepare(ctx.repo, ctx.build, None)
+    tree, base = pipeline.prepare(ctx, None)
     planned = prepared_commits(tree)[plan.start:]
     series = series_names(ctx.repo)
     dest = profiles.results_dir(ctx.build, prof.name, VARIANT)

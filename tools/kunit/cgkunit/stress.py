@@ -251,7 +251,7 @@ def run_stress(ctx: Context, opts: StressOptions, rng: random.Random | None = No
     print the table and write the JSON; the exit status."""
     fixed = check_options(opts.runs, opts.seed, opts.kernel_args)
     user_args = without_seed(opts.kernel_args)
-    kernel = pipeline.ready_kernel(ctx.repo, ctx.build, pipeline.RunOptions(
+    kernel = pipeline.ready_kernel(ctx, pipeline.RunOptions(
         profile=opts.profile, no_build=opts.no_build, kernel_src=opts.kernel_src,
         kernel_ref=opts.kernel_ref, jobs=opts.jobs, echo=opts.echo))
     prof = kernel.profile
@@ -266,7 +266,7 @@ def run_stress(ctx: Context, opts: StressOptions, rng: random.Random | None = No
                tree=f"{kernel.tree.path} @ {kernel.tree.head_commit[:12]}", base=kernel.base)
 
     def boot(i: int, seed: int) -> rp.Report:
-        return pipeline.boot_and_report(ctx.repo, ctx.build, prof, kernel.tree, kernel.base,
+        return pipeline.boot_and_report(ctx, prof, kernel.tree, kernel.base,
                                         dest / f"run-{i}", [f"{SEED_PARAM}={seed}", *user_args],
                                         opts.filter_glob, shim=kernel.shim, echo=opts.echo)
 

@@ -33,7 +33,7 @@ from cgkunit import console as cr
 from cgkunit import report as rp
 from cgkunit import run
 from cgkunit import tree as tr
-from cgkunit.common import DriverError
+from cgkunit.common import Context, DriverError
 from conftest import DATA, KUNIT_DIR
 from test_tree import env, git, prepare, subjects, tree_mtimes, write_files  # noqa: F401
 
@@ -1217,7 +1217,7 @@ def bench_run(env: dict[str, Path], **kw: Any) -> int:
     """One round unless asked (test_kernel_params runs it too)."""
     opts = bb.BenchOptions(**dict(dict(reps=REPS, seed=SEED, no_build=True, rounds=1,
                                        kernel_src=str(env["kernel"])), **kw))
-    return bb.run_bench(env["repo"], env["build"], opts)
+    return bb.run_bench(Context(env["repo"], env["build"]), opts)
 
 
 def boots(env: dict[str, Path], kernel: str) -> list[list[str]]:

@@ -10,6 +10,7 @@ import pytest
 
 from cgkunit import console as cr
 from cgkunit import cli
+from cgkunit.common import Context
 from cgkunit.profile import list_profiles
 from conftest import DATA, KUNIT_DIR
 
@@ -108,8 +109,7 @@ def test_isolate_option_and_environment(tmp_path: Path, monkeypatch: pytest.Monk
     from cgkunit import report as rp
     seen: list[pipeline.RunOptions] = []
 
-    def fake_run(repo: Path, build: Path, opts: pipeline.RunOptions,
-                 printer: object = None) -> rp.Report:
+    def fake_run(ctx: Context, opts: pipeline.RunOptions, printer: object = None) -> rp.Report:
         seen.append(opts)
         return cr.parse_console((DATA / "01_all_pass.log").read_text())
     monkeypatch.setattr(pipeline, "run_profile", fake_run)

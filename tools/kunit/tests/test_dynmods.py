@@ -16,6 +16,7 @@ from cgkunit import console as cr
 from cgkunit import export
 from cgkunit import report as rp
 from cgkunit import run
+from cgkunit.common import Context
 from cgkunit.export import kernelci_json
 from cgkunit.params import (DYNMODS_ON, DYNMODS_SUITE, MIGRATE, dynmods_cases,
                             suite_parameters)
@@ -320,7 +321,7 @@ def test_run_profile_covers_the_dynmods_suite_in_a_boot_of_its_own(
     monkeypatch.setenv("FAKE_MAIN", str(tmp_path / "main.log"))
     monkeypatch.setenv("FAKE_DYNMODS", str(tmp_path / "dynmods.log"))
     monkeypatch.setenv("FAKE_ARGS", str(tmp_path / "args"))
-    r = pipeline.run_profile(repo, build, pipeline.RunOptions(
+    r = pipeline.run_profile(Context(repo, build), pipeline.RunOptions(
         profile="um-t", no_build=True, kernel_src=str(kernel), filter_glob="cgroup_m*"))
     assert r.status == "pass"
     first, second = (tmp_path / "args").read_text().splitlines()
@@ -334,5 +335,5 @@ def test_run_profile_covers_the_dynmods_suite_in_a_boot_of_its_own(
     out = capsys.readouterr().out
     assert out.startswith("cgkunit: um-t: PASS")
     # the report of an earlier run, again from its files: the same
-    again = pipeline.rereport(repo, build, "um-t", results)
+    again = pipeline.rereport(Context(repo, build), "um-t", results)
     assert statuses(again) == statuses(r)

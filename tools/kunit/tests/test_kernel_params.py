@@ -223,8 +223,7 @@ def test_valid_parameters_reach_the_run(tmp_path: Path, monkeypatch: pytest.Monk
                                         capsys: pytest.CaptureFixture[str]) -> None:
     seen: list[pipeline.RunOptions] = []
 
-    def fake_run(repo: Path, build: Path, opts: pipeline.RunOptions,
-                 printer: object = None) -> rp.Report:
+    def fake_run(ctx: Context, opts: pipeline.RunOptions, printer: object = None) -> rp.Report:
         seen.append(opts)
         return parse("01_all_pass.log")
     monkeypatch.setattr(pipeline, "run_profile", fake_run)
@@ -332,8 +331,7 @@ def test_run_with_a_refused_value_exits_2(tmp_path: Path, monkeypatch: pytest.Mo
                                           capsys: pytest.CaptureFixture[str]) -> None:
     """A value the suite would refuse is bad input before the build; one the driver let
     through and the suite still refused at boot is bad input after the summary."""
-    def fake_run(repo: Path, build: Path, opts: pipeline.RunOptions,
-                 printer: object = None) -> rp.Report:
+    def fake_run(ctx: Context, opts: pipeline.RunOptions, printer: object = None) -> rp.Report:
         r = parse()
         print(sm.format_summary(r), end="")
         return r
@@ -367,14 +365,14 @@ def test_coverage_with_a_refused_value_exits_2(tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cov.deps, "ensure_deps", lambda *a: None)
     monkeypatch.setattr(cov, "lcov_tools", lambda: ("lcov", "genhtml", "gcov"))
-    monkeypatch.setattr(cov, "run_profile", lambda repo, build, opts: parse())
+    monkeypatch.setattr(cov, "run_profile", lambda ctx, opts: parse())
     monkeypatch.setattr(cov, "capture", lambda out, dest: dest / "coverage.info")
     written: list[str] = []
     monkeypatch.setattr(cov, "report", lambda info, dest, status: written.append(status))
     with pytest.raises(DriverError) as exc:
         cov.run_coverage(Context(REPO, tmp_path), pipeline.RunOptions(profile=cov.PROFILE))
     assert str(exc.value) == MESSAGE and written == ["pass"]  # coverage reported first
-    monkeypatch.setattr(cov, "run_profile", lambda repo, build, opts: parse("01_all_pass.log"))
+    monkeypatch.setattr(cov, "run_profile", lambda ctx, opts: parse("01_all_pass.log"))
     assert cov.run_coverage(Context(REPO, tmp_path), pipeline.RunOptions(profile=cov.PROFILE)) == 0
 
 
@@ -420,8 +418,7 @@ def test_a_check_that_does_not_expect_a_refusal_fails() -> None:
 
 def test_check_runner_reports_ok_with_the_refusals(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    def fake_run(repo: Path, build: Path, opts: pipeline.RunOptions,
-                 printer: object = None) -> rp.Report:
+    def fake_run(ctx: Context, opts: pipeline.RunOptions, printer: object = None) -> rp.Report:
         return parse()
     monkeypatch.setattr(pipeline, "run_profile", fake_run)
     code = cli.main(["--build-dir", str(tmp_path), "check", "--only", "bad-parameters"])

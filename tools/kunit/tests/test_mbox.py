@@ -22,9 +22,9 @@ COVER = "cgroup: the series\n\nWhat it does.\n"
 
 
 def _prepare(env_: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
-    def fake(repo: Path, build_root: Path, kernel_src: str | None, *a: Any, **k: Any) -> Any:
+    def fake(ctx: Context, kernel_src: str | None, *a: Any, **k: Any) -> Any:
         assert kernel_src is None
-        t = tr.prepare_tree(repo, build_root, None, str(env_["kernel"]))  # type: ignore[arg-type]
+        t = tr.prepare_tree(ctx.repo, ctx.build, None, str(env_["kernel"]))  # type: ignore[arg-type]
         return t, "label"
     monkeypatch.setattr(pipeline, "prepare", fake)
 

@@ -10,7 +10,7 @@ import pytest
 from cgkunit import pipeline
 from cgkunit import console as cr
 from cgkunit import summary as sm
-from cgkunit.common import DriverError
+from cgkunit.common import Context, DriverError
 from conftest import DATA
 from test_tree import git, make_kernel, write_files
 
@@ -47,7 +47,7 @@ def test_run_without_a_built_kernel_stops_before_booting(tmp_path: Path) -> None
                        ".kunitconfig": "CONFIG_KUNIT=y\n"})
     opts = pipeline.RunOptions(profile="um-t", no_build=True, kernel_src=str(kernel))
     with pytest.raises(DriverError, match="no kernel built for um-t"):
-        pipeline.run_profile(repo, tmp_path / "build", opts)
+        pipeline.run_profile(Context(repo, tmp_path / "build"), opts)
     assert (tmp_path / "build" / "trees").is_dir()
 
 
@@ -93,7 +93,7 @@ def test_run_end_to_end_with_a_fake_kunit_py(tmp_path: Path, monkeypatch: pytest
     monkeypatch.setenv("FAKE_ARGS", str(tmp_path / "args"))
     opts = pipeline.RunOptions(profile="um-t", no_build=True, kernel_src=str(kernel),
                                kernel_args=["cgroup_kunit.seed=1"], filter_glob="cgroup_kunit_oracle*")
-    r = pipeline.run_profile(repo, build, opts)
+    r = pipeline.run_profile(Context(repo, build), opts)
     assert r.status == status
     results = build / "results" / "um-t"
     assert (results / "console.log").read_text().startswith("[12:00:00] Starting KUnit Kernel")
@@ -124,7 +124,7 @@ def test_replay_of_a_run_on_kernel_src(tmp_path: Path, monkeypatch: pytest.Monke
                                kernel_args=["cgroup_kunit.seed=1", "cgroup_kunit.duration_ms=200",
                                             "loglevel=7"],
                                filter_glob="cgroup_kunit_oracle*")
-    r = pipeline.run_profile(repo, build, opts)
+    r = pipeline.run_profile(Context(repo, build), opts)
     sha = git(kernel, "rev-parse", "HEAD")
     want = (f"KERNEL_SRC={kernel} KERNEL_REF={sha} "
             "KERNEL_ARGS=\"cgroup_kunit.seed=31337 cgroup_kunit.threads=2 "
@@ -133,7 +133,7 @@ def test_replay_of_a_run_on_kernel_src(tmp_path: Path, monkeypatch: pytest.Monke
     assert sm.replay_hints(r) == [want]
     assert f"    {want}" in capsys.readouterr().out
     # and report, from the files, says the same
-    again = pipeline.rereport(repo, build, "um-t", build / "results" / "um-t")
+    again = pipeline.rereport(Context(repo, build), "um-t", build / "results" / "um-t")
     assert sm.replay_hints(again) == [want]
     assert json.loads((build / "results" / "um-t" / "summary.json").read_text())["replay"] == [want]
 

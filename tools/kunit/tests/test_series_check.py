@@ -123,8 +123,8 @@ class Fakes:
                           "lib/kunit-cgroup/.built-in.a.cmd": SAVED_CMD.format(" ".join(objects))})
         return 1.0
 
-    def boot(self, repo: Path, build_root: Path, prof: Any, tree: PreparedTree, base: str,
-             results: Path, kernel_args: list[str], filter_glob: str, *, shim: Path | None,
+    def boot(self, ctx: Context, prof: Any, tree: PreparedTree, base: str, results: Path,
+             kernel_args: list[str], filter_glob: str, *, shim: Path | None,
              out: Path | None = None, echo: bool = False, isolate: str | None = None) -> rp.Report:
         """kunit.py exec: the recorded console of a leaking kernel where ucount.c says LEAK, of
         a passing one elsewhere, with the seed of the kernel arguments; the report as
@@ -157,9 +157,9 @@ def fakes(monkeypatch: pytest.MonkeyPatch) -> Fakes:
 
 def use_series(monkeypatch: pytest.MonkeyPatch, env: dict[str, Any]) -> None:
     """pipeline.prepare: the prepared tree of the synthetic kernel and series (no fetch)."""
-    def prepare(repo: Path, build: Path, kernel_src: str | None, *a: Any) -> tuple[PreparedTree, str]:
+    def prepare(ctx: Context, kernel_src: str | None, *a: Any) -> tuple[PreparedTree, str]:
         assert kernel_src is None
-        return prepare_tree(repo, build, None, str(env["kernel"])), "synthetic base"
+        return prepare_tree(ctx.repo, ctx.build, None, str(env["kernel"])), "synthetic base"
     monkeypatch.setattr(pipeline, "prepare", prepare)
 
 
