@@ -9,7 +9,9 @@
  * ucounts with alloc_ucounts()/put_ucounts(), on a tree of user namespaces
  * three levels deep (A; B0..B2 in A; C0..C5, two in each B), at every level
  * at once. One case also charges from hardirq context (an hrtimer), as the
- * signal code does when a timer sends a signal.
+ * signal code does when a timer sends a signal, and one from softirq (an
+ * hrtimer on each CPU that expires there), as a SIGIO is charged from the
+ * network softirq.
  *
  * Each charge walks up the tree: a charge of (C3, uid) also charges the
  * owner of C3 in B1, of B1 in A and of A in the initial namespace. The
@@ -93,6 +95,12 @@
  *  - rlimit_escrow_cpu_hotplug: random charges while CPUs go offline and
  *    come back (where the kernel has CPU hotplug; shuffled only elsewhere),
  *    then checks and the teardown with a CPU offline holding reservations.
+ *  - rlimit_escrow_softirq: charges and give-backs from softirq on every
+ *    CPU (a soft hrtimer pinned to it) race workers' from process context
+ *    on A's level, which they fill to its limit and empty over and over:
+ *    drains and re-enables of the escrow, which take its lock, are made
+ *    from softirq as well as from process context; then every escrow is in
+ *    one mode on every CPU and holds what the count says.
  *
  * ucount_sysctl_per_ns writes each namespace's limits through its own set
  * of user.* sysctls (/proc/sys/user/) while namespaces are created and freed
@@ -108,6 +116,7 @@
 #include <linux/minmax.h>
 #include <linux/module.h>
 #include <linux/mount.h>
+#include <linux/preempt.h>
 #include <linux/rcuref.h>
 #include <linux/sched/signal.h>
 #include <linux/timer.h>
@@ -2786,6 +2795,424 @@ static void rlimit_escrow_cpu_hotplug(struct kunit *test)
 	cgk_cpus_finish(cpus);
 }
 
+/* ---- rlimit_escrow_softirq ----------------------------------------------- */
+
+/* Period of each CPU's softirq charger, as the hardirq charger's. */
+#define UC_SOFT_PERIOD_NS	(50 * NSEC_PER_USEC)
+/* Charges and give-backs per expiry, so that softirq makes a good share. */
+#define UC_SOFT_BATCH		64
+/*
+ * How long past the workers' time bound a softirq charger still re-arms if
+ * nothing stops it: the chargers start before the workers' start barrier,
+ * which waits up to 10 s (harness.c).
+ */
+#define UC_SOFT_SLACK_MS	10000
+
+/* Who charges: the workers, or the softirq chargers. */
+enum { UC_SOFT_TASK, UC_SOFT_IRQ, UC_SOFT_NR_CTX };
+
+struct uc_soft;
+
+/**
+ * struct uc_soft_cpu - the softirq charger of one CPU
+ * @s: the case's shared state
+ * @timer: a soft hrtimer pinned to @cpu: it expires in softirq there
+ * @rnd: its PRNG stream
+ * @cpu: the CPU it was armed on
+ * @expiries: its callbacks that ran a batch
+ * @ops: charges and give-backs it made
+ * @drains_seen: of those, the ones across which this CPU's escrow word at
+ *		 A's owner went from enabled to disabled: a drain under way,
+ *		 as a rule its own (the charge that takes the level past its
+ *		 limit drains, under the escrow's lock)
+ * @enables_seen: from disabled to enabled: escrow_enable() under way
+ * @outside_softirq: callbacks that did not run in softirq
+ * @failed: set once, with @failure: the first broken invariant it saw
+ * @failure: as text
+ *
+ * Written by its callback only, which never runs twice at once; read by
+ * the test thread once the timer is cancelled.
+ */
+struct uc_soft_cpu {
+	struct uc_soft *s;
+	struct hrtimer timer;
+	struct rnd_state rnd;
+	int cpu;
+	unsigned long expiries;
+	unsigned long ops;
+	unsigned long drains_seen;
+	unsigned long enables_seen;
+	unsigned long outside_softirq;
+	bool failed;
+	char failure[CGK_FAILURE_LEN];
+};
+
+/**
+ * struct uc_soft - the shared state of rlimit_escrow_softirq
+ * @c: the case
+ * @node: the level whose limit binds (A's owner)
+ * @gang: the workers, in process context
+ * @targets: where both contexts charge from, @nr_targets of them
+ * @nr_targets: number of targets
+ * @held: charges admitted and not given back yet, per target, whoever
+ *	  made them: either context gives back what either charged
+ * @emptying: a charge was refused: both contexts give back until nothing
+ *	      is held, so that the level's count falls to its start and the
+ *	      next charge enables its escrow again; the first to find nothing
+ *	      to give back starts the next fill
+ * @stop: set first when stopping; no softirq charger re-arms after it
+ * @deadline: jiffies after which no softirq charger re-arms
+ * @charges: charges admitted, per context (UC_SOFT_TASK, UC_SOFT_IRQ)
+ * @uncharges: charges given back, per context
+ * @refusals: charges refused, per context
+ * @fills: fills started after the level was emptied
+ * @cpus: the softirq chargers, one per online CPU, @nr_cpus of them
+ * @nr_cpus: number of softirq chargers
+ * @armed: the softirq chargers' timers were started
+ */
+struct uc_soft {
+	struct uc_case *c;
+	struct uc_node *node;
+	struct cgk_gang *gang;
+	u8 targets[UC_NR_TARGETS];
+	unsigned int nr_targets;
+	atomic_long_t held[UC_NR_TARGETS];
+	atomic_t emptying;
+	bool stop;
+	unsigned long deadline;
+	atomic_long_t charges[UC_SOFT_NR_CTX];
+	atomic_long_t uncharges[UC_SOFT_NR_CTX];
+	atomic_long_t refusals[UC_SOFT_NR_CTX];
+	atomic_long_t fills;
+	struct uc_soft_cpu *cpus;
+	unsigned int nr_cpus;
+	bool armed;
+};
+
+/* Give back one charge held, trying the targets from @r's; false if none is. */
+static bool uc_soft_give_back(struct uc_soft *s, u32 r, int ctx)
+{
+	unsigned int k, t, start = r % s->nr_targets;
+
+	for (k = 0; k < s->nr_targets; k++) {
+		t = s->targets[(start + k) % s->nr_targets];
+		if (atomic_long_dec_if_positive(&s->held[t]) < 0)
+			continue;
+		uc_shadow_release(s->c, &s->c->target[t], 1, 1);
+		dec_rlimit_put_ucounts(uc_leaf(s->c, t), UC_RL_GET);
+		atomic_long_inc(&s->uncharges[ctx]);
+		return true;
+	}
+	return false;
+}
+
+/*
+ * One step of either context, through the kernel's entry points. Filling:
+ * a charge two times in three and a give-back otherwise, so that CPUs
+ * refill and give back on the way up; the first refusal starts emptying.
+ * Emptying: give-backs only, until nothing is held.
+ *
+ * Return: false, with @why filled, if an admitted charge took a level past
+ * its limit (in the shadow counters); the charge is held all the same.
+ */
+static bool uc_soft_op(struct uc_soft *s, struct rnd_state *rnd, int ctx,
+		       char *why, size_t len)
+{
+	u32 r = prandom_u32_state(rnd);
+	unsigned int t;
+	bool ok;
+
+	if (atomic_read(&s->emptying)) {
+		if (!uc_soft_give_back(s, r, ctx) &&
+		    atomic_cmpxchg(&s->emptying, 1, 0) == 1)
+			atomic_long_inc(&s->fills);
+		return true;
+	}
+	if (!(r % 3)) {
+		uc_soft_give_back(s, r / 3, ctx);
+		return true;
+	}
+	t = s->targets[(r / 3) % s->nr_targets];
+	if (!cgk_sigpending_charge(uc_leaf(s->c, t), false, LONG_MAX)) {
+		atomic_long_inc(&s->refusals[ctx]);
+		atomic_set(&s->emptying, 1);
+		return true;
+	}
+	atomic_long_inc(&s->charges[ctx]);
+	ok = uc_shadow_admit(s->c, &s->c->target[t], 1, 1, why, len);
+	atomic_long_inc(&s->held[t]);
+	return ok;
+}
+
+static void uc_soft_step(struct cgk_worker *w)
+{
+	struct uc_soft *s = w->gang->data;
+	char why[CGK_FAILURE_LEN];
+
+	if (!uc_soft_op(s, &w->rnd, UC_SOFT_TASK, why, sizeof(why)))
+		cgk_fail(w, "%s", why);
+}
+
+static const struct cgk_gang_ops uc_soft_ops = {
+	.step = uc_soft_step,
+};
+
+/*
+ * Whether the softirq chargers must stop: the test thread stops them, a
+ * failure of theirs or of a worker stops the gang, and a time bound of
+ * their own ends them if the test thread never gets to it. Not
+ * cgk_gang_should_stop(): kthread_should_stop() is for the kthread itself,
+ * not for whatever task a softirq interrupted.
+ */
+static bool uc_soft_stopping(struct uc_soft *s)
+{
+	return READ_ONCE(s->stop) || READ_ONCE(s->gang->stop) ||
+	       time_after(jiffies, s->deadline);
+}
+
+static void uc_soft_fail(struct uc_soft_cpu *sc, const char *why)
+{
+	if (!sc->failed) {
+		strscpy(sc->failure, why, sizeof(sc->failure));
+		sc->failed = true;
+	}
+	WRITE_ONCE(sc->s->stop, true);
+	WRITE_ONCE(sc->s->gang->stop, true);
+}
+
+/*
+ * A batch of charges and give-backs in softirq, as a SIGIO is charged from
+ * the network softirq (kill_fasync() -> send_sigio()) or a signal from a
+ * timer_list callback; each looks at this CPU's escrow word at A's owner
+ * before and after, without its lock.
+ */
+static enum hrtimer_restart uc_soft_fn(struct hrtimer *timer)
+{
+	struct uc_soft_cpu *sc = container_of(timer, struct uc_soft_cpu, timer);
+	struct uc_soft *s = sc->s;
+	struct ucounts *uc = s->node->uc;
+	char why[CGK_FAILURE_LEN];
+	unsigned int i;
+
+	if (uc_soft_stopping(s))
+		return HRTIMER_NORESTART;
+	if (!in_serving_softirq())
+		sc->outside_softirq++;
+	for (i = 0; i < UC_SOFT_BATCH && !uc_soft_stopping(s); i++) {
+		int cpu = smp_processor_id();
+		long before = ucounts_escrow_cpu_for_test(uc, cpu), after;
+
+		if (!uc_soft_op(s, &sc->rnd, UC_SOFT_IRQ, why, sizeof(why)))
+			uc_soft_fail(sc, why);
+		after = ucounts_escrow_cpu_for_test(uc, cpu);
+		if (before >= 0 && after < 0)
+			sc->drains_seen++;
+		else if (before < 0 && after >= 0)
+			sc->enables_seen++;
+		sc->ops++;
+	}
+	sc->expiries++;
+	if (uc_soft_stopping(s))
+		return HRTIMER_NORESTART;
+	hrtimer_forward_now(timer, ns_to_ktime(UC_SOFT_PERIOD_NS));
+	return HRTIMER_RESTART;
+}
+
+/* Stop the softirq chargers: none runs once this returns. */
+static void uc_soft_stop(void *arg)
+{
+	struct uc_soft *s = arg;
+	unsigned int i;
+
+	WRITE_ONCE(s->stop, true);
+	if (!s->armed)
+		return;
+	for (i = 0; i < s->nr_cpus; i++)
+		hrtimer_cancel(&s->cpus[i].timer);
+	s->armed = false;
+}
+
+/* Give back what both contexts still hold. */
+static void uc_soft_release(void *arg)
+{
+	struct uc_soft *s = arg;
+	unsigned int t;
+
+	for (t = 0; t < UC_NR_TARGETS; t++) {
+		while (atomic_long_dec_if_positive(&s->held[t]) >= 0) {
+			uc_shadow_release(s->c, &s->c->target[t], 1, 1);
+			dec_rlimit_put_ucounts(uc_leaf(s->c, t), UC_RL_GET);
+		}
+	}
+}
+
+/*
+ * The escrow of every owner node, read under its lock with nothing in
+ * flight: in one mode on every possible CPU (drained: every word disabled
+ * and nothing reserved; enabled: no word disabled), and its count exactly
+ * the charges held through it plus what the CPUs reserve.
+ */
+static void uc_expect_escrows(struct uc_case *c, const char *when)
+{
+	struct ucounts_escrow_for_test st;
+	int i;
+
+	for (i = 0; i < UC_NR_OWNER_NODES; i++) {
+		struct uc_node *n = &c->node[i];
+		long held = atomic_long_read(&n->shadow[1]);
+
+		if (!uc_escrow_read(c->test, n, &st))
+			continue;
+		if (st.exact)
+			KUNIT_EXPECT_TRUE_MSG(c->test,
+					      st.cpus_off == num_possible_cpus() && !st.reserved,
+					      "%s: %s drained, with %u of %u CPUs' escrows disabled and %ld reserved",
+					      when, n->name, st.cpus_off, num_possible_cpus(),
+					      st.reserved);
+		else
+			KUNIT_EXPECT_EQ_MSG(c->test, st.cpus_off, 0U,
+					    "%s: %s not drained, with %u CPUs' escrows disabled",
+					    when, n->name, st.cpus_off);
+		KUNIT_EXPECT_EQ_MSG(c->test, st.count - st.reserved, n->base_rlimit[1] + held,
+				    "%s: %s counts %ld, %ld of them reserved, with %ld charges held through it",
+				    when, n->name, st.count, st.reserved, held);
+	}
+}
+
+/*
+ * Pending signals charged from softirq on every CPU, as the kernel charges
+ * a SIGIO from the network softirq, while workers charge the same
+ * namespaces from process context: a soft hrtimer pinned to each online
+ * CPU makes batches of charges and give-backs through
+ * inc_rlimit_get_ucounts() and dec_rlimit_put_ucounts(), the workers the
+ * same, all from one pool of charges that either context gives back. They
+ * fill A's level (limit UC_ESCROW_LIMIT, far above what the CPUs reserve)
+ * to its limit and, once a charge is refused, empty it, over and over: on
+ * the way up CPUs refill their escrows and give back, at the limit the
+ * level drains, and emptied it is enabled again, under the escrow's lock,
+ * from whichever context makes that charge, softirq included (lockdep then
+ * has the lock taken in softirq: the reach table's &esc->lock softirq
+ * cell). Checked: no admitted charge takes a level past its limit; once
+ * both stopped, every level reports exactly what is held, and every escrow
+ * is in one mode on every CPU and counts exactly what is held plus what is
+ * reserved; once everything is given back, the same, and a sibling gets
+ * exactly the limit; everything is back at its start and freed.
+ */
+static void rlimit_escrow_softirq(struct kunit *test)
+{
+	unsigned long expiries = 0, ops = 0, drains = 0, enables = 0, outside = 0;
+	unsigned int i, t, cpus_ran = 0, nr = cgk_param_threads(test);
+	struct cgk_gang *gang;
+	long lim[UC_NR_NS];
+	struct uc_ledger *l;
+	struct uc_soft *s;
+	struct uc_case *c;
+
+	for (i = 0; i < UC_NR_NS; i++)
+		lim[i] = UC_HUGE_RLIMIT;
+	for (i = 0; i < 3; i++)
+		lim[UC_NS_B(i)] = UC_ESCROW_LIMIT;
+	c = uc_setup(test, BIT(UC_OP_RL_GET), lim);
+	/* Charged with no limit of their own (cgk_sigpending_charge()). */
+	for (t = 0; t < UC_NR_TARGETS; t++)
+		c->node[c->target[t].chain[0]].rlimit_max = LONG_MAX;
+
+	s = kunit_kzalloc(test, sizeof(*s), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, s);
+	s->nr_cpus = num_online_cpus();
+	s->cpus = kunit_kcalloc(test, s->nr_cpus, sizeof(*s->cpus), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, s->cpus);
+	s->c = c;
+	s->node = &c->node[UC_NODE_A];
+	for (t = 0; t < UC_NR_TARGETS; t++) {
+		if (UC_EXACT_B0_B1 & BIT(t))
+			s->targets[s->nr_targets++] = t;
+	}
+	/* Registered before the gang and the timers, so it runs after both stopped. */
+	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, uc_soft_release, s));
+
+	gang = cgk_gang_create(test, nr, &uc_soft_ops, s);
+	KUNIT_ASSERT_NOT_NULL(test, gang);
+	s->gang = gang;
+	s->deadline = jiffies + msecs_to_jiffies(gang->duration_ms + UC_SOFT_SLACK_MS);
+	for (i = 0; i < s->nr_cpus; i++) {
+		struct uc_soft_cpu *sc = &s->cpus[i];
+
+		sc->s = s;
+		prandom_seed_state(&sc->rnd, gang->seed ^ (0x50f71e55ULL + i));
+		/* Not _HARD: soft, as the softirq it stands for. */
+		hrtimer_setup(&sc->timer, uc_soft_fn, CLOCK_MONOTONIC, HRTIMER_MODE_REL_SOFT);
+	}
+	/* After the gang's own: stops the timers before the gang at the end. */
+	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, uc_soft_stop, s));
+
+	/* Each armed from its CPU, pinned there: every CPU charges in softirq. */
+	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, uc_pin_release, NULL));
+	s->armed = true;
+	for (i = 0; i < s->nr_cpus; i++) {
+		uc_move_to_cpu(i);
+		s->cpus[i].cpu = raw_smp_processor_id();
+		hrtimer_start(&s->cpus[i].timer, ns_to_ktime(UC_SOFT_PERIOD_NS),
+			      HRTIMER_MODE_REL_PINNED_SOFT);
+	}
+	kunit_release_action(test, uc_pin_release, NULL);
+
+	cgk_gang_run(gang);
+	kunit_release_action(test, uc_soft_stop, s);
+	cgk_gang_report(gang);
+
+	for (i = 0; i < s->nr_cpus; i++) {
+		struct uc_soft_cpu *sc = &s->cpus[i];
+
+		if (sc->failed)
+			KUNIT_FAIL(test, "softirq charger of CPU %d: %s", sc->cpu, sc->failure);
+		expiries += sc->expiries;
+		ops += sc->ops;
+		drains += sc->drains_seen;
+		enables += sc->enables_seen;
+		outside += sc->outside_softirq;
+		cpus_ran += sc->ops > 0;
+	}
+	kunit_info(test, "process context: %lu steps, %ld admitted, %ld refused, %ld given back; softirq on %u of %u CPUs: %lu expiries, %ld admitted, %ld refused, %ld given back, %lu drains and %lu enables of A's escrow seen; %ld fills\n",
+		   cgk_gang_iterations(gang), atomic_long_read(&s->charges[UC_SOFT_TASK]),
+		   atomic_long_read(&s->refusals[UC_SOFT_TASK]),
+		   atomic_long_read(&s->uncharges[UC_SOFT_TASK]), cpus_ran, s->nr_cpus,
+		   expiries, atomic_long_read(&s->charges[UC_SOFT_IRQ]),
+		   atomic_long_read(&s->refusals[UC_SOFT_IRQ]),
+		   atomic_long_read(&s->uncharges[UC_SOFT_IRQ]), drains, enables,
+		   atomic_long_read(&s->fills));
+	KUNIT_EXPECT_EQ_MSG(test, outside, 0UL,
+			    "%lu expiries of the softirq chargers ran outside softirq", outside);
+	CGK_EXPECT_EXERCISED(test, atomic_long_read(&s->charges[UC_SOFT_IRQ]),
+			     "no charge was admitted from softirq");
+	CGK_EXPECT_EXERCISED(test, cpus_ran == s->nr_cpus,
+			     "the softirq charger of a CPU never charged nor gave back");
+	CGK_EXPECT_EXERCISED(test, atomic_long_read(&s->refusals[UC_SOFT_TASK]) +
+			     atomic_long_read(&s->refusals[UC_SOFT_IRQ]),
+			     "no charge was refused: A's level never reached its limit");
+	CGK_EXPECT_EXERCISED(test, atomic_long_read(&s->fills),
+			     "A's level was never emptied after its limit");
+	CGK_EXPECT_EXERCISED(test, drains + enables,
+			     "no charge from softirq drained or enabled A's escrow: its lock was not taken there");
+
+	uc_expect_reported(c, "workers and softirq chargers stopped");
+	uc_expect_escrows(c, "workers and softirq chargers stopped");
+	kunit_release_action(test, uc_soft_release, s);
+	uc_expect_reported(c, "all given back");
+	uc_expect_escrows(c, "all given back");
+
+	l = kunit_kzalloc(test, sizeof(*l), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, l);
+	l->c = c;
+	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, uc_ledger_release, l));
+	uc_expect_fit(c, l, UC_TARGET(UC_NS_C(0), 1), UC_ESCROW_LIMIT, s->node,
+		      UC_ESCROW_LIMIT, "after the softirq chargers");
+	kunit_release_action(test, uc_ledger_release, l);
+
+	uc_check_counters(c);
+	uc_check_released(c);
+}
+
 /* ---- user.* sysctls, one set per namespace ------------------------------ */
 
 /*
@@ -3079,6 +3506,7 @@ static struct kunit_case cgroup_ucount_cases[] = {
 	KUNIT_CASE_PARAM(rlimit_escrow_lowered_racing, cgk_threads_gen),
 	KUNIT_CASE(rlimit_escrow_mixed_limits),
 	KUNIT_CASE_PARAM(rlimit_escrow_cpu_hotplug, cgk_threads_gen),
+	CGK_CASE(rlimit_escrow_softirq),
 	KUNIT_CASE_PARAM_ATTR(ucount_sysctl_per_ns, cgk_threads_gen,
 			      { .speed = KUNIT_SPEED_SLOW }),
 	{}
