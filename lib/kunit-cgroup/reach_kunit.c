@@ -32,11 +32,19 @@
  *
  * Checks nothing but that /proc/lockdep can be read and parsed; skipped
  * without CONFIG_PROVE_LOCKING (no usage bits) or without /proc/lockdep.
+ *
+ * cgroup_migrate_dynmods_reach prints the same lines in the boot of its
+ * own that cgroup_migrate_dynmods runs in (favordynmods on, which only
+ * that boot has: the per-threadgroup attach rwsem is taken nowhere else);
+ * its name puts it in that boot's filter, cgroup_migrate_dynmods*, and it
+ * skips itself wherever favordynmods is off. A tool reading the console
+ * takes the union of the two boots' lines.
  */
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/bitmap.h>
+#include <linux/cgroup.h>
 #include <linux/debug_locks.h>
 #include <linux/file.h>
 #include <linux/fs.h>
@@ -166,7 +174,8 @@ static void reach_release(void *arg)
 		kern_unmount(s->mnt);
 }
 
-static void lockdep_usage(struct kunit *test)
+/* Print what lockdep recorded for reach_classes[] so far in this boot. */
+static void reach_report(struct kunit *test)
 {
 	struct file_system_type *proc;
 	struct reach_scan *s;
@@ -234,6 +243,11 @@ static void lockdep_usage(struct kunit *test)
 	kunit_release_action(test, reach_release, s);
 }
 
+static void lockdep_usage(struct kunit *test)
+{
+	reach_report(test);
+}
+
 static struct kunit_case cgroup_reach_cases[] = {
 	KUNIT_CASE(lockdep_usage),
 	{}
@@ -248,4 +262,26 @@ static struct kunit_suite cgroup_reach_suite = {
 	.test_cases = cgroup_reach_cases,
 };
 
-kunit_test_suite(cgroup_reach_suite);
+/* After cgroup_migrate_dynmods, in its boot: favordynmods is on there. */
+static void lockdep_usage_dynmods(struct kunit *test)
+{
+	if (!READ_ONCE(cgroup_enable_per_threadgroup_rwsem))
+		kunit_skip(test, "favordynmods is off: runs after cgroup_migrate_dynmods, in its boot");
+	reach_report(test);
+}
+
+static struct kunit_case cgroup_migrate_dynmods_reach_cases[] = {
+	KUNIT_CASE(lockdep_usage_dynmods),
+	{}
+};
+
+static struct kunit_suite cgroup_migrate_dynmods_reach_suite = {
+	.name = "cgroup_migrate_dynmods_reach",
+	.suite_init = cgk_suite_init,
+	.suite_exit = cgk_suite_exit,
+	.init = cgk_case_init,
+	.exit = cgk_case_exit,
+	.test_cases = cgroup_migrate_dynmods_reach_cases,
+};
+
+kunit_test_suites(&cgroup_reach_suite, &cgroup_migrate_dynmods_reach_suite);

@@ -33,6 +33,9 @@ DURATION_RANGE = (10, 600_000)
 DYNMODS = "dynmods"
 DYNMODS_ON = f"{SUITE_MODULE}.{DYNMODS}=1"
 DYNMODS_SUITE = "cgroup_migrate_dynmods"
+# reach_kunit.c's suite that prints lockdep's usage bits in that boot, after it: its name
+# starts with DYNMODS_SUITE's, so that the boot's filter can select both
+DYNMODS_REACH_SUITE = "cgroup_migrate_dynmods_reach"
 MIGRATE = SUITE_DIR / "migrate_kunit.c"
 # harness.c's selfcheck: the oracle's self-checks that provoke real reports (which taint the
 # kernel) run only with selfcheck=1; the driver's boots set it unless told otherwise

@@ -250,30 +250,42 @@ class Reached:
 
 def reached(records: Sequence[dict[str, Any]]) -> Reached:
     """Union of the usage of each class (over its '#N' and '/N' variants) in the records
-    console.parse_reach made; DriverError when the records are not one whole report."""
+    console.parse_reach made, over every report in them, each ending at its 'end' record:
+    cgroup_reach's, and cgroup_migrate_dynmods_reach's from the boot with favordynmods on.
+    debug_locks is the lowest of the reports'. DriverError when a report is not whole."""
     out = Reached()
+    printed = 0          # classes read since the last report's end
+    seen_lockdep = False  # its 'lockdep' line was read
     for r in records:
         kind = r.get("kind")
         if kind == "lockdep":
-            out.debug_locks = int(r.get("debug_locks", 0))
-            out.lockdep_classes = int(r.get("classes", 0))
+            seen_lockdep = True
+            locks = int(r.get("debug_locks", 0))
+            out.debug_locks = locks if out.debug_locks is None else min(out.debug_locks, locks)
+            out.lockdep_classes = max(out.lockdep_classes, int(r.get("classes", 0)))
         elif kind == "end":
-            out.matched = int(r.get("matched", -1))
+            matched = int(r.get("matched", -1))
+            if not seen_lockdep:
+                raise DriverError("the reach report is cut short: a 'reach: end' line without "
+                                  "its 'reach: lockdep' line")
+            if matched != printed:
+                raise DriverError(f"the console lost reach lines: cgroup_reach printed "
+                                  f"{matched} classes, {printed} were read")
+            out.matched = (out.matched or 0) + matched
+            printed, seen_lockdep = 0, False
         elif kind == "class":
             name, usage = str(r["name"]), str(r["usage"])
             base = base_name(name)
             out.classes.setdefault(base, set())
             if usage:
                 out.printed += 1
+                printed += 1
                 out.registered.add(base)
                 out.variants.setdefault(base, []).append(name)
                 out.classes[base] |= usage_bits(usage)
-    if out.debug_locks is None or out.matched is None:
+    if out.debug_locks is None or out.matched is None or seen_lockdep or printed:
         raise DriverError("the reach report is cut short: no 'reach: lockdep' or 'reach: end' "
                           "line (did the kernel stop in cgroup_reach?)")
-    if out.matched != out.printed:
-        raise DriverError(f"the console lost reach lines: cgroup_reach printed "
-                          f"{out.matched} classes, {out.printed} were read")
     return out
 
 

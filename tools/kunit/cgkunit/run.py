@@ -21,7 +21,8 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from . import procs
 from .common import DriverError, HEARTBEAT_S, read_json, run_logged, say, write_json
 from .console import ConsoleState, classify, heartbeat, numbered_boot, strip_prefix
-from .params import (DEFAULT_DURATION_MS, DURATION, DYNMODS, DYNMODS_ON, DYNMODS_SUITE,
+from .params import (DEFAULT_DURATION_MS, DURATION, DYNMODS, DYNMODS_ON, DYNMODS_REACH_SUITE,
+                     DYNMODS_SUITE,
                      SUITE_MODULE, check_filter, duration_ms, dynmods_cases, sets,
                      with_selfcheck)
 from .profile import (CRASH_GRACE_S, POST_REPORT_SILENCE_S, STORM_REPEATS, STORM_WINDOW_S,
@@ -244,14 +245,14 @@ def dynmods_filter(filter_glob: str, cases: Sequence[str] | None) -> str | None:
     """The filter that runs what filter_glob selects of cgroup_migrate_dynmods, alone: the
     suite, with the case part of a 'suite.case' glob (KUnit splits the glob at its first '.'
     and matches the suite and case names with each part); None when filter_glob selects none
-    of it. cases: the suite's case names (None: not known, so any case part may match)."""
-    if not filter_glob:
-        return DYNMODS_SUITE
-    suite_glob, dot, case_glob = filter_glob.partition(".")
+    of it. cases: the suite's case names (None: not known, so any case part may match). A
+    suite glob that also selects cgroup_migrate_dynmods_reach runs it in that boot too:
+    DYNMODS_SUITE + "*", which selects just the two."""
+    suite_glob, dot, case_glob = (filter_glob or "*").partition(".")
     if not fnmatchcase(DYNMODS_SUITE, suite_glob):
         return None
     if not dot:
-        return DYNMODS_SUITE
+        return DYNMODS_SUITE + ("*" if fnmatchcase(DYNMODS_REACH_SUITE, suite_glob) else "")
     if cases is not None and not any(fnmatchcase(c, case_glob) for c in cases):
         return None
     return f"{DYNMODS_SUITE}.{case_glob}"

@@ -33,10 +33,11 @@ REAL = DATA / "real_um_all_pass.log"  # one boot that ran cgroup_migrate_dynmods
 # --- the glob decision ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("glob,alone", [
-    ("", DYNMODS_SUITE),
-    ("*", DYNMODS_SUITE),
-    ("cgroup_*", DYNMODS_SUITE),
-    ("cgroup_migrate*", DYNMODS_SUITE),
+    ("", f"{DYNMODS_SUITE}*"),
+    ("*", f"{DYNMODS_SUITE}*"),
+    ("cgroup_*", f"{DYNMODS_SUITE}*"),
+    ("cgroup_migrate*", f"{DYNMODS_SUITE}*"),
+    ("cgroup_migrate_dynmods*", f"{DYNMODS_SUITE}*"),
     ("cgroup_migrate_dynmods", DYNMODS_SUITE),
     ("cgroup_migrate_dynmods.*", f"{DYNMODS_SUITE}.*"),
     ("cgroup_migrate*.migrate_everything", f"{DYNMODS_SUITE}.migrate_everything"),
@@ -52,6 +53,8 @@ REAL = DATA / "real_um_all_pass.log"  # one boot that ran cgroup_migrate_dynmods
     ("*.rstat_base_exact", None),
     ("cgroup_migrate_dynmods.rstat*", None),
     ("cgroup_migrate_dynmods.", None),
+    ("cgroup_migrate_dynmods_reach", None),
+    ("cgroup_reach", None),
 ])
 def test_which_filters_select_the_dynmods_suite(glob: str, alone: str | None) -> None:
     assert CASES is not None and "migrate_everything" in CASES
@@ -84,7 +87,7 @@ def test_the_main_boot_as_asked_then_the_dynmods_suite_alone() -> None:
                  "cgroup_migrate_dynmods.migrate_everything", "dynmods")]
     assert plan[0].describe() == "*.migrate_everything; cgroup_migrate_dynmods skips itself"
     assert plan[1].describe() == "cgroup_migrate_dynmods.migrate_everything, cgroup_kunit.dynmods=1"
-    assert [b.filter_glob for b in run.boot_plan([], "", "", CASES)] == ["", DYNMODS_SUITE]
+    assert [b.filter_glob for b in run.boot_plan([], "", "", CASES)] == ["", f"{DYNMODS_SUITE}*"]
 
 
 def test_one_boot_when_the_filter_leaves_the_suite_out() -> None:
@@ -113,7 +116,7 @@ def test_the_second_boot_has_dynmods_on_its_kunit_py_command_line() -> None:
     assert [a for a in cmds[1] if a.startswith("--kernel_args=")] == [
         "--kernel_args=ncpus=4", "--kernel_args=cgroup_kunit.seed=5",
         "--kernel_args=cgroup_kunit.dynmods=1", "--kernel_args=cgroup_kunit.selfcheck=1"]
-    assert cmds[1][-1] == DYNMODS_SUITE
+    assert cmds[1][-1] == f"{DYNMODS_SUITE}*"
 
 
 def test_module_run_takes_dynmods() -> None:
@@ -278,12 +281,12 @@ def test_exec_tests_boots_twice_and_keeps_both_consoles(monkeypatch: pytest.Monk
     boots = info["boots"]
     assert isinstance(boots, list) and [b["name"] for b in boots] == ["main", "dynmods"]
     assert boots[1]["kernel_args"] == ["cgroup_kunit.seed=5", DYNMODS_ON]
-    assert boots[1]["filter"] == DYNMODS_SUITE and boots[1]["console"] == "console.dynmods.log"
+    assert boots[1]["filter"] == f"{DYNMODS_SUITE}*" and boots[1]["console"] == "console.dynmods.log"
     assert info["boot_retries"] == [{"verdict": "boot-timeout", "elapsed": 1.0,
                                      "console": "console.dynmods.boot-timeout-1.log"}]
     err = capsys.readouterr().err
     assert "boot 1 of 2: cgroup_*; cgroup_migrate_dynmods skips itself" in err
-    assert "boot 2 of 2: cgroup_migrate_dynmods, cgroup_kunit.dynmods=1" in err
+    assert "boot 2 of 2: cgroup_migrate_dynmods*, cgroup_kunit.dynmods=1" in err
     report = cr.build_report(results / "console.log", r.verdict)
     assert statuses(report) == statuses(cr.parse_console(REAL.read_text()))
 
@@ -326,7 +329,7 @@ def test_run_profile_covers_the_dynmods_suite_in_a_boot_of_its_own(
     assert r.status == "pass"
     first, second = (tmp_path / "args").read_text().splitlines()
     assert "cgroup_kunit.dynmods=1" not in first and first.endswith(" cgroup_m*")
-    assert "--kernel_args=cgroup_kunit.dynmods=1" in second and second.endswith(f" {DYNMODS_SUITE}")
+    assert "--kernel_args=cgroup_kunit.dynmods=1" in second and second.endswith(f" {DYNMODS_SUITE}*")
     results = build / "results" / "um-t"
     kept = {p.name for p in results.iterdir()}
     assert {"console.log", "console.main.log", "console.dynmods.log"} <= kept

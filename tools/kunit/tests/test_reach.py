@@ -1,7 +1,9 @@
 """make reach: the console reader's reach records, the usage arithmetic, the table against
 the kernel's production contexts, the command's bad input; on the console of a real
 um-lockdep boot (data/real_um_reach.log: the main boot of a whole-suite run of this
-branch on 2026-11-26; its cgroup_migrate_dynmods boot is left out)."""
+branch on 2026-11-26; its cgroup_migrate_dynmods boot is left out) and of a real
+favordynmods boot (data/real_um_reach_dynmods.log: the second boot of make reach on
+2026-11-26, cgroup_migrate_dynmods then cgroup_migrate_dynmods_reach)."""
 from __future__ import annotations
 
 import re
@@ -16,6 +18,7 @@ from conftest import DATA, KUNIT_DIR
 
 REPO = KUNIT_DIR.parent.parent
 REAL = DATA / "real_um_reach.log"
+REAL_DYNMODS = DATA / "real_um_reach_dynmods.log"
 
 SMALL = """KTAP version 1
 1..1
@@ -95,6 +98,40 @@ def test_a_lost_or_cut_report_is_an_error() -> None:
     cut = SMALL.replace("    # lockdep_usage: reach: end matched=5\n", "")
     with pytest.raises(DriverError, match="cut short"):
         reach.reached(parse_console(cut).reach())
+
+
+def test_two_reports_are_joined_and_each_must_be_whole() -> None:
+    """SMALL twice, the second with what favordynmods adds: the union, the lowest
+    debug_locks; a line lost from either report is an error."""
+    dyn = SMALL.replace("debug_locks=1", "debug_locks=0").replace(
+        "usage={....} fd=0 bd=3 name=ucounts_lock", "usage={-...} fd=0 bd=3 name=ucounts_lock")
+    got = reach.reached(parse_console(SMALL).reach() + parse_console(dyn).reach())
+    assert got.classes["ucounts_lock"] == {("hardirq", "W")}
+    assert got.debug_locks == 0 and got.matched == got.printed == 10
+    lost = dyn.replace("    # lockdep_usage: reach: class usage={+.+.} fd=9 bd=1 "
+                       "name=cgroup_mutex\n", "")
+    with pytest.raises(DriverError, match="printed 5 classes, 4 were read"):
+        reach.reached(parse_console(SMALL).reach() + parse_console(lost).reach())
+    no_lockdep = "".join(ln for ln in dyn.splitlines(True) if "reach: lockdep" not in ln)
+    with pytest.raises(DriverError, match="cut short"):
+        reach.reached(parse_console(SMALL).reach() + parse_console(no_lockdep).reach())
+
+
+def test_real_dynmods_boot_fills_the_per_threadgroup_rwsem() -> None:
+    """The main boot never takes &sig->cgroup_threadgroup_rwsem; the favordynmods boot's
+    report does, and the union has it beside everything the main boot reached."""
+    main = parse_console(REAL.read_text(errors="replace"))
+    dyn = parse_console(REAL_DYNMODS.read_text(errors="replace"))
+    assert dyn.test("cgroup_migrate_dynmods_reach.lockdep_usage_dynmods").status == "PASS"
+    sig = "&sig->cgroup_threadgroup_rwsem"
+    assert sig not in reach.reached(main.reach()).registered
+    alone = reach.reached(dyn.reach())
+    got = reach.reached(main.reach() + dyn.reach())
+    assert sig in got.registered and {("irqs-on", "W"), ("irqs-on", "R")} <= got.classes[sig]
+    assert reach.reached(main.reach()).registered | alone.registered == got.registered
+    _, _, hit, _ = reach.compare(reach.PRODUCTION, got)
+    _, _, hit_main, _ = reach.compare(reach.PRODUCTION, reach.reached(main.reach()))
+    assert hit > hit_main
 
 
 def test_compare_marks_missing_and_unexpected_cells() -> None:
