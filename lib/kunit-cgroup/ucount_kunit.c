@@ -2205,10 +2205,11 @@ static void rlimit_escrow_cross_cpu(struct kunit *test)
 	}
 	writes = ucounts_shared_writes_for_test() - writes;
 
-	kunit_info(test, "%u round(s) of %u pairs: %ld charges admitted, %ld refused, %ld given back on another CPU; %lu writes of owners' counts (%lu per 100 charges and uncharges)\n",
+	kunit_info(test, "%u round(s) of %u pairs: %ld charges admitted, %ld refused, %ld given back on another CPU; A's level seen with reservations %d, drained %d, with reservations after a drain %d; %lu writes of owners' counts (%lu per 100 charges and uncharges)\n",
 		   min_t(unsigned int, round, UC_CROSS_ROUNDS), nr_pairs,
 		   atomic_long_read(&x->charges), atomic_long_read(&x->refusals),
-		   atomic_long_read(&x->uncharges), writes,
+		   atomic_long_read(&x->uncharges), atomic_read(&x->seen_reserved),
+		   atomic_read(&x->seen_exact), atomic_read(&x->seen_reenabled), writes,
 		   writes * 100 / max(1L, atomic_long_read(&x->charges) +
 				      atomic_long_read(&x->uncharges)));
 	CGK_EXPECT_EXERCISED(test, atomic_long_read(&x->refusals),
