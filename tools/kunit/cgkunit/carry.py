@@ -93,6 +93,7 @@ OBJECT_NEEDS: dict[str, tuple[str, ...]] = {
     "v1_kunit.o": ("cgroup-hooks", "cset-hooks", "mount-hooks"),
     "pids_kunit.o": ("cgroup-hooks", "controller-hooks", "mount-hooks"),
     "freeze_kill_kunit.o": ("cgroup-hooks", "ucount-hooks", "mount-hooks", "user-victims"),
+    "devres_kunit.o": ("cgroup-hooks", "controller-hooks", "mount-hooks"),
     "bench_kunit.o": ("cgroup-hooks", "ucount-hooks", "rstat-hooks", "charge-limit",
                       "shared-writes"),
 }

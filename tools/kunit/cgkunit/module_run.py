@@ -159,10 +159,13 @@ def check_kdir(text: str) -> Kdir:
 
 
 # An external-module build reads no Kconfig: the suite's symbols are set on make's command
-# line, each where the kernel has what its Kconfig entry depends on besides the suite (None:
-# never in a module).
-SUITE_DEPENDS: dict[str, str | None] = {"CGROUP_KUNIT_BENCH": None,
-                                        "CGROUP_PIDS_KUNIT_TEST": "CONFIG_CGROUP_PIDS=y"}
+# line, each where the kernel has what its Kconfig entry depends on besides the suite: one of
+# the configs listed (none: never in a module).
+SUITE_DEPENDS: dict[str, tuple[str, ...]] = {
+    "CGROUP_KUNIT_BENCH": (),
+    "CGROUP_PIDS_KUNIT_TEST": ("CONFIG_CGROUP_PIDS=y",),
+    "CGROUP_DEVRES_KUNIT_TEST": ("CONFIG_CGROUP_RDMA=y", "CONFIG_CGROUP_DMEM=y"),
+}
 
 
 def kdir_suite_symbols(repo: Path, kdir: Kdir) -> list[str]:
@@ -174,7 +177,7 @@ def kdir_suite_symbols(repo: Path, kdir: Kdir) -> list[str]:
         say(f"KDIR={kdir.path}: carrying the suite onto it: {carried.describe()}")
     config = read_kconfig(kdir.path / ".config")
     return [s for s in carry.suite_symbols(repo) if s and s not in carried.off
-            and (s not in SUITE_DEPENDS or SUITE_DEPENDS[s] in config)]
+            and (s not in SUITE_DEPENDS or any(d in config for d in SUITE_DEPENDS[s]))]
 
 
 def kdir_make_command(kdir: Path, src: Path, jobs: int, symbols: Sequence[str] = ()) -> list[str]:

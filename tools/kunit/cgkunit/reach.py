@@ -179,7 +179,8 @@ PRODUCTION: tuple[Lock, ...] = (
     _mutex("rdmacg_mutex", "kernel/cgroup/rdma.c",
            "rdmacg_register_device(), charges and limit writes", "CONFIG_CGROUP_RDMA"),
     _plain("dmemcg_lock", "kernel/cgroup/dmem.c",
-           "region register/unregister, css offline, limit writes", "CONFIG_CGROUP_DMEM"),
+           "region register/unregister, css free, the first charge or limit write of a "
+           "cgroup (its pool created)", "CONFIG_CGROUP_DMEM"),
     _irq_off("ucounts_lock", "kernel/ucount.c",
              softirq=Cell("W", "put_cred_rcu() (RCU callback, softirq) -> put_ucounts() "
                                "of the cred's ucounts: the last put once a user's last "
