@@ -1950,6 +1950,24 @@ static void uc_expect_fit(struct uc_case *c, struct uc_ledger *l, unsigned int t
 			    when, n->name, uc_pending(n), pending);
 }
 
+/*
+ * uc_expect_fit() with a ledger of its own, whose charges are given back
+ * before it returns: what a sibling gets once everything else is back.
+ */
+static void uc_expect_fit_alone(struct uc_case *c, unsigned int t, long want,
+				struct uc_node *n, long pending, const char *when)
+{
+	struct kunit *test = c->test;
+	struct uc_ledger *l;
+
+	l = kunit_kzalloc(test, sizeof(*l), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, l);
+	l->c = c;
+	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, uc_ledger_release, l));
+	uc_expect_fit(c, l, t, want, n, pending, when);
+	kunit_release_action(test, uc_ledger_release, l);
+}
+
 /* Let the test thread run anywhere again after uc_move_to_cpu(). */
 static void uc_pin_release(void *arg)
 {
@@ -2157,7 +2175,6 @@ static void rlimit_escrow_cross_cpu(struct kunit *test)
 	unsigned long writes;
 	long lim[UC_NR_NS];
 	struct cgk_gang *gang;
-	struct uc_ledger *l;
 	struct uc_cross *x;
 	struct uc_case *c;
 	bool ok;
@@ -2223,13 +2240,8 @@ static void rlimit_escrow_cross_cpu(struct kunit *test)
 	kunit_release_action(test, uc_cross_release, x);
 	uc_expect_reported(c, "all given back");
 
-	l = kunit_kzalloc(test, sizeof(*l), GFP_KERNEL);
-	KUNIT_ASSERT_NOT_NULL(test, l);
-	l->c = c;
-	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, uc_ledger_release, l));
-	uc_expect_fit(c, l, UC_TARGET(UC_NS_C(0), 1), UC_ESCROW_LIMIT, x->node,
-		      UC_ESCROW_LIMIT, "after the pairs");
-	kunit_release_action(test, uc_ledger_release, l);
+	uc_expect_fit_alone(c, UC_TARGET(UC_NS_C(0), 1), UC_ESCROW_LIMIT, x->node,
+			    UC_ESCROW_LIMIT, "after the pairs");
 
 	uc_check_counters(c);
 	uc_check_released(c);
@@ -2741,7 +2753,6 @@ static void rlimit_escrow_cpu_hotplug(struct kunit *test)
 	unsigned int i, nr = cgk_param_threads(test);
 	struct uc_reported *r;
 	struct cgk_cpus *cpus;
-	struct uc_ledger *l;
 	long lim[UC_NR_NS];
 	struct uc_node *a;
 	struct uc_case *c;
@@ -2782,13 +2793,8 @@ static void rlimit_escrow_cpu_hotplug(struct kunit *test)
 	kunit_release_action(test, uc_reported_release, r);
 	uc_expect_reported(c, "all given back");
 
-	l = kunit_kzalloc(test, sizeof(*l), GFP_KERNEL);
-	KUNIT_ASSERT_NOT_NULL(test, l);
-	l->c = c;
-	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, uc_ledger_release, l));
-	uc_expect_fit(c, l, UC_TARGET(UC_NS_B(1), 1), UC_ESCROW_LIMIT, a,
-		      UC_ESCROW_LIMIT, "all given back");
-	kunit_release_action(test, uc_ledger_release, l);
+	uc_expect_fit_alone(c, UC_TARGET(UC_NS_B(1), 1), UC_ESCROW_LIMIT, a,
+			    UC_ESCROW_LIMIT, "all given back");
 
 	uc_check_counters(c);
 	/* With that CPU still offline. */
@@ -3105,7 +3111,6 @@ static void rlimit_escrow_softirq(struct kunit *test)
 	unsigned int i, t, cpus_ran = 0, nr = cgk_param_threads(test);
 	struct cgk_gang *gang;
 	long lim[UC_NR_NS];
-	struct uc_ledger *l;
 	struct uc_soft *s;
 	struct uc_case *c;
 
@@ -3202,13 +3207,8 @@ static void rlimit_escrow_softirq(struct kunit *test)
 	uc_expect_reported(c, "all given back");
 	uc_expect_escrows(c, "all given back");
 
-	l = kunit_kzalloc(test, sizeof(*l), GFP_KERNEL);
-	KUNIT_ASSERT_NOT_NULL(test, l);
-	l->c = c;
-	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, uc_ledger_release, l));
-	uc_expect_fit(c, l, UC_TARGET(UC_NS_C(0), 1), UC_ESCROW_LIMIT, s->node,
-		      UC_ESCROW_LIMIT, "after the softirq chargers");
-	kunit_release_action(test, uc_ledger_release, l);
+	uc_expect_fit_alone(c, UC_TARGET(UC_NS_C(0), 1), UC_ESCROW_LIMIT, s->node,
+			    UC_ESCROW_LIMIT, "after the softirq chargers");
 
 	uc_check_counters(c);
 	uc_check_released(c);
