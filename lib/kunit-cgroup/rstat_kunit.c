@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
  * cgroup_rstat: rstat updates, flushes and cpu.stat reads racing each other
- * and the removal of cgroups with updates not yet flushed.
+ * and the removal of cgroups just charged.
  *
  * What races: a test hierarchy on the default root (top, three children,
  * nine grandchildren, 27 leaves: 40 cgroups, named n0 (the top) to n39 in
@@ -11,13 +11,23 @@
  * controller use: __cgroup_account_cputime(), __cgroup_account_cputime_field()
  * (every field) and mod_memcg_state(), with preemption enabled or disabled,
  * and, in some cases, with interrupts disabled while an hrtimer charges too,
- * in hardirq context. Flushers call css_rstat_flush() on random cgroups, for the base
- * stats or for memory. Readers call cgroup_base_stat_read(), the function
- * that reads cpu.stat (flush, then a copy under the base rstat lock and
- * cputime_adjust()), and read the memory stat after a flush. In the teardown
- * cases worker 0 keeps creating leaves, charging them, letting updaters
- * charge them and removing them with their updates still pending: the
- * release path must flush those into the parent.
+ * in hardirq context. Flushers call css_rstat_flush() on random cgroups, for
+ * their self css or for memory, and queue a random cgroup's self css on
+ * their CPU first, as a BPF program does (css_rstat_updated()). Readers call
+ * cgroup_base_stat_read(), the function that reads cpu.stat (a cgroup's
+ * totals, then cputime_adjust()), and read the memory stat after a flush. In
+ * the teardown cases worker 0 keeps creating leaves, charging them, letting
+ * updaters charge them and removing them right after.
+ *
+ * The cases hold for both ways the kernel keeps the base stats. Where
+ * cpu.stat is flushed, a charge adds to the cgroup's per-cpu stats and
+ * queues its self css, a read flushes the queued deltas up the tree and
+ * copies the totals, and the release path of a removed cgroup must flush
+ * what is still pending into the parent. Where the base stats are per-cpu
+ * subtree totals, a charge adds to the per-cpu totals of every level but
+ * the root, queueing nothing, a read sums them over the possible CPUs, with
+ * no lock and no flush, and a removed cgroup's time is in its ancestors
+ * already; flushing a self css then runs only the BPF flush programs.
  *
  * Invariants:
  *  - once the workers stopped, the removed cgroups are freed and a final
@@ -25,12 +35,15 @@
  *    and the memory stat) equal, exactly, the sum of the deltas charged to
  *    it and to its descendants, removed ones included;
  *  - no reader ever sees a counter go backwards, in cpu.stat's adjusted
- *    user and system times as in the flushed totals;
+ *    user and system times as in the totals before that adjustment, and in
+ *    the flushed memory stat;
  *  - flushing one subsystem leaves another's updates pending: each
- *    subsystem has its own rstat tree (rstat_subsys_isolation);
- *  - a removed cgroup's update that was left unqueued (an update that found
- *    the cgroup still on its cpu's list while a flusher took it off) still
- *    reaches the parent once the cgroup is freed (rstat_removed_unqueued);
+ *    subsystem, and the cgroups' self csses, have their own rstat tree
+ *    (rstat_subsys_isolation);
+ *  - a removed cgroup's last charge reaches the parent once the cgroup is
+ *    freed, also where cpu.stat is flushed and the charge was left
+ *    unqueued (an update that found the cgroup still on its cpu's list
+ *    while a flusher took it off) (rstat_removed_unqueued);
  *  - css_sets and cgroups are back to their baseline after the case.
  * The oracle (harness.c) fails a case on any lockdep, KCSAN, KASAN,
  * refcount_t or WARNING report, e.g. css_rstat_exit()'s check that a freed
@@ -179,6 +192,19 @@ static void rs_charge(struct rs_case *c, struct cgroup *cgrp,
 		rs_charge_mem(c, mem_css, ledger, rnd);
 }
 
+/*
+ * Queue @cgrp's self css on this CPU, as a BPF program does after updating
+ * its own per-cpu stats of the cgroup, for the next flush of the self css
+ * to hand to bpf_rstat_flush(). Base charges queue it too where cpu.stat is
+ * flushed, and never where it sums per-cpu subtree totals.
+ */
+static void rs_queue_self(struct cgroup *cgrp)
+{
+	preempt_disable();
+	css_rstat_updated(&cgrp->self, smp_processor_id());
+	preempt_enable();
+}
+
 /* ---- hardirq updater ---------------------------------------------------- */
 
 static enum hrtimer_restart rs_timer_fn(struct hrtimer *timer)
@@ -261,8 +287,10 @@ static void rs_update(struct cgk_worker *w, struct rs_case *c)
 	 * irqs itself (its u64_stats need no seqcount there), so where the
 	 * hrtimer charges too (RS_IRQ), a charge from a task must have irqs
 	 * off, as the kernel's own callers do: else the hrtimer's charge to
-	 * the same counter can land inside the task's add and be lost. With
-	 * no charger in hardirq, preemption off or nothing at all is as good.
+	 * the same counter (of the same cgroup, or, with per-cpu subtree
+	 * totals, of an ancestor both charges add to) can land inside the
+	 * task's add and be lost. With no charger in hardirq, preemption off
+	 * or nothing at all is as good.
 	 */
 	switch ((c->flags & RS_IRQ) ? 2 : cgk_rand(w, 2)) {
 	case 0:
@@ -285,14 +313,17 @@ static void rs_update(struct cgk_worker *w, struct rs_case *c)
 	cgroup_put(cgrp);
 }
 
+/* Flush memory, or queue a self css as BPF does and flush a self css. */
 static void rs_flush(struct cgk_worker *w, struct rs_case *c)
 {
 	struct rs_node *n = &c->node[cgk_rand(w, RS_NR_NODES)];
 
-	if (n->mem_css && cgk_rand(w, 2))
+	if (n->mem_css && cgk_rand(w, 2)) {
 		css_rstat_flush(n->mem_css);
-	else
+	} else {
+		rs_queue_self(c->node[cgk_rand(w, RS_NR_NODES)].cgrp);
 		css_rstat_flush(&n->cgrp->self);
+	}
 	atomic_long_inc(&c->flushes);
 }
 
@@ -321,9 +352,9 @@ static void rs_read(struct cgk_worker *w, struct rs_case *c)
 	rs_check_monotonic(w, i, "cpu.stat", RS_SYSTEM, &s->shown[RS_SYSTEM],
 			   shown.cputime.stime);
 	rs_check_monotonic(w, i, "cpu.stat", RS_NICE, &s->shown[RS_NICE], shown.ntime);
-	rs_check_monotonic(w, i, "flushed", RS_USER, &s->raw[RS_USER],
+	rs_check_monotonic(w, i, "unadjusted", RS_USER, &s->raw[RS_USER],
 			   raw.cputime.utime);
-	rs_check_monotonic(w, i, "flushed", RS_SYSTEM, &s->raw[RS_SYSTEM],
+	rs_check_monotonic(w, i, "unadjusted", RS_SYSTEM, &s->raw[RS_SYSTEM],
 			   raw.cputime.stime);
 
 	if (n->mem_css && (c->flags & RS_MEMCG)) {
@@ -335,7 +366,7 @@ static void rs_read(struct cgk_worker *w, struct rs_case *c)
 	atomic_long_inc(&c->reads);
 }
 
-/* Create a leaf, charge it, let updaters charge it, remove it unflushed. */
+/* Create a leaf, charge it, let updaters charge it, remove it right after. */
 static void rs_churn(struct cgk_worker *w, struct rs_case *c)
 {
 	struct cgroup_subsys_state *mem_css = NULL;
@@ -381,7 +412,12 @@ static void rs_churn(struct cgk_worker *w, struct rs_case *c)
 	c->eph.mem_css = NULL;
 	spin_unlock(&c->eph.lock);
 
-	/* Removed with its updates pending: the release path flushes them. */
+	/*
+	 * Removed right after its charges. Where cpu.stat is flushed, some
+	 * are still pending, and the release path must flush them into the
+	 * parent; with per-cpu subtree totals they are in the ancestors
+	 * already.
+	 */
 	ret = cgroup_destroy_for_test(cgrp);
 	if (ret)
 		cgk_fail(w, "removing leaf %s: %d", name, ret);
@@ -393,10 +429,13 @@ static void rs_churn(struct cgk_worker *w, struct rs_case *c)
 }
 
 /*
- * Charge both subsystems on this worker's own leaf, flush one, check the
- * other's updates are still pending; and the other way round. The memory
- * controller's periodic flusher (every 2 s) may flush in between: only a
- * miss repeated RS_ISOLATION_TRIES times in a row counts.
+ * Charge both subsystems on this worker's own leaf and queue its self css,
+ * as a BPF program does, flush memory, check the self css is still pending;
+ * then charge memory, flush the self css, check memory is still pending.
+ * The self css is queued by hand because only where cpu.stat is flushed
+ * does a base charge queue it: with per-cpu subtree totals it queues
+ * nothing. The memory controller's periodic flusher (every 2 s) may flush
+ * in between: only a miss repeated RS_ISOLATION_TRIES times in a row counts.
  */
 static void rs_isolate(struct cgk_worker *w, struct rs_case *c)
 {
@@ -408,6 +447,7 @@ static void rs_isolate(struct cgk_worker *w, struct rs_case *c)
 		preempt_disable();
 		rs_charge_base(c, n->cgrp, i, &w->rnd);
 		rs_charge_mem(c, n->mem_css, i, &w->rnd);
+		css_rstat_updated(&n->cgrp->self, smp_processor_id());
 		preempt_enable();
 		css_rstat_flush(n->mem_css);
 		if (css_rstat_pending_for_test(n->mem_css)) {
@@ -416,7 +456,7 @@ static void rs_isolate(struct cgk_worker *w, struct rs_case *c)
 			return;
 		}
 		if (!css_rstat_pending_for_test(&n->cgrp->self)) {
-			cgk_fail(w, "n%d: flushing memory flushed the base stats too",
+			cgk_fail(w, "n%d: flushing memory flushed the self css too",
 				 i);
 			return;
 		}
@@ -426,7 +466,7 @@ static void rs_isolate(struct cgk_worker *w, struct rs_case *c)
 		preempt_enable();
 		css_rstat_flush(&n->cgrp->self);
 		if (css_rstat_pending_for_test(&n->cgrp->self)) {
-			cgk_fail(w, "n%d: base updates still pending after a base flush",
+			cgk_fail(w, "n%d: self css still pending after its flush",
 				 i);
 			return;
 		}
@@ -434,7 +474,7 @@ static void rs_isolate(struct cgk_worker *w, struct rs_case *c)
 			break;
 	}
 	if (try == RS_ISOLATION_TRIES)
-		cgk_fail(w, "n%d: flushing the base stats flushed memory too, %u times in a row",
+		cgk_fail(w, "n%d: flushing the self css flushed memory too, %u times in a row",
 			 i, RS_ISOLATION_TRIES);
 	css_rstat_flush(n->mem_css);
 	atomic_long_inc(&c->flushes);
@@ -469,7 +509,7 @@ static const struct cgk_gang_ops rs_gang_ops = {
 
 /* ---- fixture ------------------------------------------------------------ */
 
-/* Only the fixed hierarchy is left: removed leaves are flushed and freed. */
+/* Only the fixed hierarchy is left: removed leaves are freed. */
 static bool rs_leaves_freed(void *arg)
 {
 	struct rs_case *c = arg;
@@ -621,6 +661,7 @@ static void rs_check_totals(struct rs_case *c)
 		for (f = 0; f < RS_NR_FIELDS; f++)
 			want[rs_parent(i)][f] += want[i][f];
 
+	/* the final flush: of the base stats too where cpu.stat is flushed */
 	css_rstat_flush(&c->node[0].cgrp->self);
 	if (c->node[0].mem_css)
 		css_rstat_flush(c->node[0].mem_css);
@@ -643,7 +684,7 @@ static void rs_check_totals(struct rs_case *c)
 				continue;
 			if (reports++ < RS_MAX_REPORTS)
 				KUNIT_FAIL(c->test,
-					   "n%d: flushed %s total %lld, charged to it and below %lld",
+					   "n%d: %s total %lld, charged to it and below %lld",
 					   i, rs_field_name[f], got[f],
 					   want[i][f]);
 		}
@@ -657,8 +698,10 @@ static void rs_check_totals(struct rs_case *c)
 
 /*
  * Run on a CPU about to go offline: charge the last leaf there, so that the
- * final flush finds updates pending on an offline CPU. Workers and timer are
- * stopped: nothing flushes the base stats before the check.
+ * final check must count a charge made on an offline CPU: pending there
+ * where cpu.stat is flushed, in that CPU's per-cpu totals where it sums
+ * them. Workers and timer are stopped: nothing else charges or flushes
+ * before the check.
  */
 static int rs_charge_here(void *arg)
 {
@@ -749,7 +792,7 @@ static void rs_run(struct kunit *test, unsigned long flags)
 		cgk_cpus_finish(cpus);
 	if (flags & RS_CHURN)
 		CGK_EXPECT_EXERCISED(test, atomic_long_read(&c->removed),
-				     "no leaf was removed with updates pending");
+				     "no leaf was removed right after its charges");
 
 	kunit_release_action(test, rs_teardown, c);
 	cgk_expect_baseline(test, &c->base, RS_SETTLE_TIMEOUT_MS);
@@ -779,7 +822,7 @@ static void rstat_subsys_isolation(struct kunit *test)
 	rs_run(test, RS_ISOLATE);
 }
 
-/* Leaves removed with updates pending, while updaters still charge them. */
+/* Leaves removed right after their charges, while updaters still charge them. */
 static void rstat_teardown_pending(struct kunit *test)
 {
 	rs_run(test, RS_BASE | RS_MEMCG | RS_CHURN);
@@ -787,10 +830,13 @@ static void rstat_teardown_pending(struct kunit *test)
 
 /*
  * Workers keep being moved between CPUs and, where the kernel has CPU
- * hotplug, CPUs go offline with updates pending on them and come back,
- * while the hrtimer migrates with its CPU. At the end one CPU is left
- * offline with a charge pending on it during the final check: a flush
- * walks the updated tree of every possible CPU, so totals stay exact.
+ * hotplug, CPUs go offline with charges made on them and come back, while
+ * the hrtimer migrates with its CPU. At the end one CPU is left offline
+ * with a charge made on it during the final check: totals stay exact
+ * because a flush walks the updated tree of every possible CPU (for the
+ * memory stat, and the base stats where cpu.stat is flushed), and a read
+ * sums the per-cpu totals of every possible CPU (with per-cpu subtree
+ * totals).
  */
 static void rstat_cpu_hotplug(struct kunit *test)
 {
@@ -843,21 +889,24 @@ static u64 rs_usage(struct cgroup *cgrp)
 }
 
 /*
- * An update that finds its cgroup already queued on its cpu returns without
- * queueing it; if a flusher took the cgroup off that cpu's list at the same
- * time and read the stats from before the update, the update waits,
- * unqueued, for the next update of the cgroup on that cpu. This case leaves
- * a leaf in exactly that state (its per-cpu stats grown, nothing queued),
- * removes it, and waits for it to be freed: its parent must then show the
- * delta, as it would have after the next update. Without a flush of every
- * cpu when the leaf is freed, the delta is freed with the per-cpu stats.
+ * Where cpu.stat is flushed, an update that finds its cgroup already queued
+ * on its cpu returns without queueing it; if a flusher took the cgroup off
+ * that cpu's list at the same time and read the stats from before the
+ * update, the update waits, unqueued, for the next update of the cgroup on
+ * that cpu. This case leaves a leaf in exactly that state (with
+ * cgroup_base_stat_charge_unqueued_for_test(): its per-cpu stats grown,
+ * nothing queued), removes it, and waits for it to be freed: its parent must
+ * then show the delta, as it would have after the next update. Without a
+ * flush of every cpu when the leaf is freed, the delta is freed with the
+ * per-cpu stats. With per-cpu subtree totals a charge queues nothing, so no
+ * update can be left unqueued: the hook charges the leaf the usual way, and
+ * the case checks that the parent keeps a removed leaf's last charge.
  */
 static void rstat_removed_unqueued(struct kunit *test)
 {
-	struct cgroup_rstat_base_cpu *rstatbc;
 	struct rs_unqueued *u;
-	unsigned long flags;
 	u64 before, after;
+	bool queues;
 	int cpu;
 
 	u = kunit_kzalloc(test, sizeof(*u), GFP_KERNEL);
@@ -879,20 +928,32 @@ static void rstat_removed_unqueued(struct kunit *test)
 		KUNIT_FAIL_AND_ABORT(test, "creating the leaf: %ld", err);
 	}
 
-	/* A charge the usual way, flushed by the read: nothing queued after. */
-	cpu = get_cpu();
+	/*
+	 * A charge the usual way. Where cpu.stat is flushed it queues the
+	 * leaf, and the read flushes it: nothing queued after. Where it sums
+	 * per-cpu subtree totals nothing is queued at all, and nothing can be
+	 * left unqueued: that is how the case tells the two apart.
+	 */
+	preempt_disable();
 	__cgroup_account_cputime(u->leaf, 1000);
-	put_cpu();
+	preempt_enable();
+	queues = css_rstat_pending_for_test(&u->leaf->self);
 	before = rs_usage(u->top);
 	KUNIT_EXPECT_EQ(test, before, 1000ULL);
 
-	/* What the race leaves: the stats grown, the leaf not queued. */
-	rstatbc = per_cpu_ptr(u->leaf->rstat_base_cpu, cpu);
-	flags = u64_stats_update_begin_irqsave(&rstatbc->bsync);
-	rstatbc->bstat.cputime.sum_exec_runtime += RS_UNQUEUED_NS;
-	u64_stats_update_end_irqrestore(&rstatbc->bsync, flags);
-	KUNIT_EXPECT_FALSE_MSG(test, css_rstat_pending_for_test(&u->leaf->self),
-			       "the leaf is queued: the case does not test what it says");
+	/*
+	 * What the race leaves: the stats of this cpu grown, the leaf not
+	 * queued. On this cpu, so that where nothing is queued the hook's
+	 * charge is just what a charge from here is.
+	 */
+	cpu = get_cpu();
+	cgroup_base_stat_charge_unqueued_for_test(u->leaf, cpu, RS_UNQUEUED_NS);
+	put_cpu();
+	if (queues)
+		KUNIT_EXPECT_FALSE_MSG(test, css_rstat_pending_for_test(&u->leaf->self),
+				       "the leaf is queued: the case does not test what it says");
+	else
+		kunit_info(test, "a charge queues nothing here: the leaf's last charge is a plain one\n");
 
 	KUNIT_ASSERT_EQ(test, 0, cgroup_destroy_for_test(u->leaf));
 	cgroup_put(u->leaf);
