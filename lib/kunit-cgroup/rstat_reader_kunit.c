@@ -1,39 +1,51 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * cgroup_rstat_reader: the cpu.stat reader that copies a cgroup's base stats
- * without rstat_base_lock (a seqcount snapshot) and shares flushes with the
- * other readers of the cgroup, racing the flushes that write the stats and
- * the removal of the cgroups it reads.
+ * cgroup_rstat_reader: the cpu.stat reader, racing the charges and flushes
+ * that write what it reads and the removal of the cgroups it reads.
+ *
+ * The cases hold for both ways the kernel keeps the base stats. Where
+ * cpu.stat is flushed, the reader flushes what charges queued, sharing
+ * flushes with the other readers, and copies the totals without
+ * rstat_base_lock (a seqcount snapshot). Where the base stats are per-cpu
+ * subtree totals, a charge adds to the per-cpu totals of every level but
+ * the root, and the reader sums them over the possible CPUs, with no lock
+ * and no flush; flushing a self css then runs only the BPF flush programs.
+ * Either way cpu.stat adjusts the user and system time it shows with
+ * cputime_adjust(), against the cgroup's prev_cputime.
  *
  * What races and what is checked:
- *  - reader_torn_snapshot: on each of a few CPUs, an updater bound there
- *    charges a leaf of its own user, system and total time in a fixed ratio
- *    (u, 2u, 3u), with interrupts off across the three charges, and a
- *    flusher bound there flushes that leaf, which propagates to the top. A
- *    flush reads the leaf's stats of that CPU with interrupts off there, and
- *    no other CPU charges the leaf, so every flush applies a delta in the
- *    same ratio, and every state of the leaves' and the top's stats between
- *    two flushes has system == 2 * user and usage == 3 * user. Readers take
- *    snapshots (cgroup_base_stat_snapshot(), no flush) of the leaves and the
- *    top in a tight loop and check the relation on every read: a snapshot
- *    mixing fields from before and after a flush breaks it. Nothing else
- *    charges or flushes these cgroups.
+ *  - reader_whole_counters: on each of a few CPUs, an updater bound there
+ *    charges a leaf of its own user, system and total time, each in its own
+ *    charge and each by a delta of its own above 2^32, and a flusher bound
+ *    there queues that leaf's self css, as a BPF program does, and flushes
+ *    it. Every total of a field, the leaves' and the top's, is then a
+ *    multiple of that field's delta, and never goes backwards. Readers take
+ *    snapshots (cgroup_base_stat_snapshot(): no flush) of the leaves and the
+ *    top in a tight loop and check both on every field of every read: a
+ *    64-bit counter loaded in two halves from two different values is not
+ *    such a multiple. Nothing else charges or flushes these cgroups. Fields
+ *    of one snapshot are not checked against each other: a sum taken while
+ *    charges run may count a charge in one field and not yet in another.
  *  - reader_fresh: updaters charge random leaves under a top cgroup on any
  *    CPU and, once a charge returned, add it to a ledger; readers read the
  *    ledger, then cpu.stat of the top or a leaf through
  *    cgroup_base_stat_read(): what they see must include everything the
  *    ledger had (a reader never returns data older than what was charged
- *    before it started), and never go backwards; flushers flush random
- *    cgroups meanwhile, so readers often arrive while a flush runs.
+ *    before it started), and never go backwards; flushers queue and flush
+ *    random cgroups' self csses meanwhile, so readers often arrive while a
+ *    flush runs.
  *  - reader_fresh_sparse: the same, with updaters that charge now and then
  *    (sleeping between two charges) and no flushers but the readers, so
- *    that most of a read's cpus have nothing pending: a reader that skips
- *    such a cpu without the lock must not skip one whose flush, by another
- *    reader, has taken updates off its list and not yet written them.
+ *    that most of a read's cpus have nothing new: where cpu.stat is flushed,
+ *    a reader that skips such a cpu without the lock must not skip one whose
+ *    flush, by another reader, has taken updates off its list and not yet
+ *    written them; where it sums per-cpu totals, sparse charges on many
+ *    cpus must all be in the sum.
  *  - reader_fresh_cpus: the same as reader_fresh, with the workers moved
  *    between CPUs all the time and, where the kernel has CPU hotplug, CPUs
- *    going offline with updates pending there and coming back: a read
- *    still sees everything charged before it began, on whichever cpu.
+ *    going offline with charges made there and coming back: a read still
+ *    sees everything charged before it began, on whichever cpu (a flush
+ *    walks every possible CPU, a sum adds up every possible CPU).
  *  - reader_fresh_removal: the same as reader_fresh, while worker 0 keeps creating leaves,
  *    letting updaters charge them and readers read them, and removing them
  *    while readers still hold them; once everything is freed, the top's
@@ -50,11 +62,11 @@
  *    total and nice time to the leaves while readers read cpu.stat of the
  *    top through cgroup_base_stat_read(), all at once: readers of one
  *    cgroup race for its prev_cputime. Every field a read shows must come
- *    from one snapshot: the usage shown is the snapshot's, user + system
- *    makes it, and the nice time is the same snapshot's. A reader that
- *    lost the race for prev_cputime to a reader with a newer snapshot
- *    must take a newer snapshot itself, not show the other's user and
- *    system time beside its own nice time.
+ *    from one snapshot (one copy, or one set of sums): the usage shown is
+ *    the snapshot's, user + system makes it, and the nice time is the same
+ *    snapshot's. A reader that lost the race for prev_cputime to a reader
+ *    with a newer snapshot must take a newer snapshot itself, not show the
+ *    other's user and system time beside its own nice time.
  * After each case, cgroups and css_sets are back to their baseline. The
  * oracle (harness.c) fails a case on any lockdep, KCSAN, KASAN or WARNING
  * report.
@@ -67,6 +79,7 @@
 #include <linux/file.h>
 #include <linux/fs.h>
 #include <linux/kernel_stat.h>
+#include <linux/math64.h>
 #include <linux/mount.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
@@ -78,7 +91,7 @@
 #define RR_MAX_DELTA		1000	/* ns per charge */
 #define RR_SETTLE_TIMEOUT_MS	10000
 
-enum rr_kind { RR_TORN, RR_FRESH, RR_FRESH_SPARSE, RR_FRESH_CPUS, RR_FRESH_REMOVAL,
+enum rr_kind { RR_WHOLE, RR_FRESH, RR_FRESH_SPARSE, RR_FRESH_CPUS, RR_FRESH_REMOVAL,
 	       RR_FILE, RR_ONE_SNAPSHOT };
 
 /* A cgroup the case reads, with what was charged to it and below it. */
@@ -97,7 +110,7 @@ struct rr_eph {
 struct rr_case {
 	struct kunit *test;
 	enum rr_kind kind;
-	/* RR_TORN: leaf i is charged and flushed on CPU cpu[i] only */
+	/* RR_WHOLE: leaf i is charged and flushed on CPU cpu[i] only */
 	unsigned int nr_writers;
 	unsigned int cpu[RR_NR_LEAVES];
 	struct rr_node top;
@@ -125,7 +138,7 @@ enum rr_role { RR_UPDATER, RR_FLUSHER, RR_READER, RR_CHURNER };
 
 static enum rr_role rr_role(struct rr_case *c, unsigned int index)
 {
-	if (c->kind == RR_TORN)
+	if (c->kind == RR_WHOLE)
 		return index >= 2 * c->nr_writers ? RR_READER :
 		       index & 1 ? RR_FLUSHER : RR_UPDATER;
 	if (c->kind == RR_FRESH_REMOVAL && index == 0)
@@ -144,60 +157,106 @@ static enum rr_role rr_role(struct rr_case *c, unsigned int index)
 	}
 }
 
-/* ---- torn snapshots ----------------------------------------------------- */
+/* ---- whole counters ----------------------------------------------------- */
 
-#define RR_TORN_READS		64	/* snapshots per step of a reader */
+/*
+ * Each field's own delta, above 2^32 and odd, so that no total of one
+ * charge count k has the low half of another count's total: a load that
+ * takes the halves of a counter from two of its values (below 2^32 charges
+ * apart) is not a multiple of the delta.
+ */
+#define RR_WHOLE_USER		(BIT_ULL(32) + 1)
+#define RR_WHOLE_SYSTEM		(BIT_ULL(33) + 3)
+#define RR_WHOLE_USAGE		(BIT_ULL(34) + 5)
+#define RR_WHOLE_READS		64	/* snapshots per step of a reader */
+/* Charges per updater: the top's totals stay below 2^63, four leaves' worth. */
+#define RR_WHOLE_MAX_CHARGES	BIT(26)
 
-static void rr_torn_update(struct cgk_worker *w, struct rr_case *c)
+/* One field a charge, in turn; once the totals are big enough, only wait. */
+static void rr_whole_update(struct cgk_worker *w, struct rr_case *c)
 {
-	unsigned int i = w->index / 2;
-	u64 u = 1 + cgk_rand(w, RR_MAX_DELTA);
-	struct cgroup *leaf = c->leaf[i].cgrp;
-	unsigned long flags;
+	struct cgroup *leaf = c->leaf[w->index / 2].cgrp;
 
-	/* Interrupts off: no flush on this CPU between the three. */
-	local_irq_save(flags);
-	if (smp_processor_id() == c->cpu[i]) {
-		__cgroup_account_cputime_field(leaf, CPUTIME_USER, u);
-		__cgroup_account_cputime_field(leaf, CPUTIME_SYSTEM, 2 * u);
-		__cgroup_account_cputime(leaf, 3 * u);
+	if (w->iterations >= RR_WHOLE_MAX_CHARGES) {
+		usleep_range(1000, 2000);
+		return;
 	}
-	local_irq_restore(flags);
+	switch (w->iterations % 3) {
+	case 0:
+		__cgroup_account_cputime_field(leaf, CPUTIME_USER, RR_WHOLE_USER);
+		break;
+	case 1:
+		__cgroup_account_cputime_field(leaf, CPUTIME_SYSTEM, RR_WHOLE_SYSTEM);
+		break;
+	default:
+		__cgroup_account_cputime(leaf, RR_WHOLE_USAGE);
+		break;
+	}
 }
 
-/* Only the leaf of this CPU: a flush reads its stats of every CPU. */
-static void rr_torn_flush(struct cgk_worker *w, struct rr_case *c)
+/*
+ * Queue the leaf of this CPU as a BPF program does, and flush it: where
+ * cpu.stat is flushed, that writes the leaf's and the top's totals while
+ * readers copy them.
+ */
+static void rr_whole_flush(struct cgk_worker *w, struct rr_case *c)
 {
-	css_rstat_flush(&c->leaf[w->index / 2].cgrp->self);
+	struct cgroup *leaf = c->leaf[w->index / 2].cgrp;
+
+	preempt_disable();
+	css_rstat_updated(&leaf->self, smp_processor_id());
+	preempt_enable();
+	css_rstat_flush(&leaf->self);
 	atomic_long_inc(&c->flushes);
 }
 
-static bool rr_torn_check(struct cgk_worker *w, const char *name,
-			  struct cgroup *cgrp)
+/* One field of a snapshot: a multiple of its delta, never below the last. */
+static bool rr_whole_field(struct cgk_worker *w, const char *what, const char *field,
+			   u64 got, u64 delta, u64 *last)
 {
-	struct cgroup_base_stat s;
-	u64 user, sys, sum;
+	u64 rem;
 
-	cgroup_base_stat_snapshot(cgrp, &s);
-	user = s.cputime.utime;
-	sys = s.cputime.stime;
-	sum = s.cputime.sum_exec_runtime;
-	if (sys == 2 * user && sum == 3 * user)
-		return true;
-	cgk_fail(w, "%s: torn snapshot: user %llu, system %llu, usage %llu (want 1:2:3)",
-		 name, user, sys, sum);
-	return false;
+	div64_u64_rem(got, delta, &rem);
+	if (rem) {
+		cgk_fail(w, "%s: torn %s: %llu is no multiple of its charge %llu",
+			 what, field, got, delta);
+		return false;
+	}
+	if (got < *last) {
+		cgk_fail(w, "%s: %s went backwards: %llu after %llu",
+			 what, field, got, *last);
+		return false;
+	}
+	*last = got;
+	return true;
 }
 
-static void rr_torn_read(struct cgk_worker *w, struct rr_case *c)
+static bool rr_whole_check(struct cgk_worker *w, const char *what,
+			   unsigned int slot, struct cgroup *cgrp)
+{
+	struct rr_seen *seen = w->priv;
+	struct cgroup_base_stat s;
+
+	cgroup_base_stat_snapshot(cgrp, &s);
+	return rr_whole_field(w, what, "user", s.cputime.utime, RR_WHOLE_USER,
+			      &seen->user[slot]) &&
+	       rr_whole_field(w, what, "system", s.cputime.stime, RR_WHOLE_SYSTEM,
+			      &seen->system[slot]) &&
+	       rr_whole_field(w, what, "usage", s.cputime.sum_exec_runtime,
+			      RR_WHOLE_USAGE, &seen->usage[slot]);
+}
+
+static void rr_whole_read(struct cgk_worker *w, struct rr_case *c)
 {
 	unsigned int k;
+	char what[16];
 
-	for (k = 0; k < RR_TORN_READS; k++) {
-		struct cgroup *leaf = c->leaf[k % c->nr_writers].cgrp;
+	for (k = 0; k < RR_WHOLE_READS; k++) {
+		unsigned int i = k % c->nr_writers;
 
-		if (!rr_torn_check(w, "leaf", leaf) ||
-		    !rr_torn_check(w, "top", c->top.cgrp))
+		snprintf(what, sizeof(what), "leaf%u", i);
+		if (!rr_whole_check(w, what, 1 + i, c->leaf[i].cgrp) ||
+		    !rr_whole_check(w, "top", 0, c->top.cgrp))
 			break;
 	}
 	atomic_long_add(k, &c->reads);
@@ -239,8 +298,9 @@ static void rr_fresh_update(struct cgk_worker *w, struct rr_case *c)
 
 /*
  * Now and then, a charge to every leaf on this cpu at once: a cpu with
- * nothing pending most of the time, and, when it has, a whole tree for
- * the next reader to flush while other readers look at the cpu.
+ * nothing new most of the time. Where cpu.stat is flushed, when it has, a
+ * whole tree for the next reader to flush while other readers look at the
+ * cpu; where it sums per-cpu totals, counters that must be in the next sum.
  */
 static void rr_sparse_update(struct cgk_worker *w, struct rr_case *c)
 {
@@ -257,11 +317,17 @@ static void rr_sparse_update(struct cgk_worker *w, struct rr_case *c)
 	usleep_range(5, 20);
 }
 
+/* Queue a random cgroup's self css as BPF does, flush a random one. */
 static void rr_fresh_flush(struct cgk_worker *w, struct rr_case *c)
 {
 	unsigned int i = cgk_rand(w, 1 + RR_NR_LEAVES);
+	unsigned int q = cgk_rand(w, 1 + RR_NR_LEAVES);
 	struct rr_node *n = i ? &c->leaf[i - 1] : &c->top;
+	struct rr_node *m = q ? &c->leaf[q - 1] : &c->top;
 
+	preempt_disable();
+	css_rstat_updated(&m->cgrp->self, smp_processor_id());
+	preempt_enable();
 	css_rstat_flush(&n->cgrp->self);
 	atomic_long_inc(&c->flushes);
 }
@@ -456,16 +522,16 @@ static void rr_step(struct cgk_worker *w)
 	struct rr_case *c = w->gang->data;
 	enum rr_role role = rr_role(c, w->index);
 
-	if (c->kind == RR_TORN) {
+	if (c->kind == RR_WHOLE) {
 		/* Charges and flushes of a leaf on one CPU; readers anywhere. */
 		if (!w->iterations && role != RR_READER)
 			set_cpus_allowed_ptr(current, cpumask_of(c->cpu[w->index / 2]));
 		if (role == RR_UPDATER)
-			rr_torn_update(w, c);
+			rr_whole_update(w, c);
 		else if (role == RR_FLUSHER)
-			rr_torn_flush(w, c);
+			rr_whole_flush(w, c);
 		else
-			rr_torn_read(w, c);
+			rr_whole_read(w, c);
 		return;
 	}
 	if (c->kind == RR_ONE_SNAPSHOT) {
@@ -600,10 +666,10 @@ static void rr_run(struct kunit *test, enum rr_kind kind)
 	struct cgk_gang *gang;
 	struct rr_case *c;
 
-	if ((kind == RR_TORN || kind == RR_ONE_SNAPSHOT) && num_online_cpus() < 2)
-		kunit_skip(test, "one CPU: readers cannot race the flushes");
+	if ((kind == RR_WHOLE || kind == RR_ONE_SNAPSHOT) && num_online_cpus() < 2)
+		kunit_skip(test, "one CPU: readers cannot race the updaters");
 	c = rr_setup(test, kind);
-	if (kind == RR_TORN) {
+	if (kind == RR_WHOLE) {
 		unsigned int cpu;
 
 		/* Half the CPUs write, and a reader for each writer pair. */
@@ -653,7 +719,7 @@ static void rr_run(struct kunit *test, enum rr_kind kind)
 		   atomic_long_read(&c->removed));
 	CGK_EXPECT_EXERCISED(test, atomic_long_read(&c->reads), "no reader ever read");
 
-	if (kind != RR_TORN && kind != RR_ONE_SNAPSHOT) {
+	if (kind != RR_WHOLE && kind != RR_ONE_SNAPSHOT) {
 		if (!cgk_wait_for(rr_leaves_freed, c, RR_SETTLE_TIMEOUT_MS))
 			KUNIT_FAIL(test, "removed leaves not freed %d ms after the workers stopped",
 				   RR_SETTLE_TIMEOUT_MS);
@@ -668,10 +734,10 @@ static void rr_run(struct kunit *test, enum rr_kind kind)
 	cgk_expect_baseline(test, &c->base, RR_SETTLE_TIMEOUT_MS);
 }
 
-/* Snapshots racing the flushes that write them: never torn. */
-static void reader_torn_snapshot(struct kunit *test)
+/* Snapshots racing the charges and flushes: every counter loaded whole. */
+static void reader_whole_counters(struct kunit *test)
 {
-	rr_run(test, RR_TORN);
+	rr_run(test, RR_WHOLE);
 }
 
 /* cpu.stat shows at least what was charged before the read began. */
@@ -711,7 +777,7 @@ static void reader_file(struct kunit *test)
 }
 
 static struct kunit_case cgroup_rstat_reader_cases[] = {
-	CGK_CASE(reader_torn_snapshot),
+	CGK_CASE(reader_whole_counters),
 	CGK_CASE(reader_fresh),
 	CGK_CASE(reader_fresh_sparse),
 	CGK_CASE(reader_fresh_cpus),
