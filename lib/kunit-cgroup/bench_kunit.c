@@ -20,12 +20,17 @@
  *    what the file shows) while U updaters charge cputime to the leaves of
  *    one cgroup, R = 1, 2, 4 ... up to the CPUs (and 0, for the updaters'
  *    own cost), U = 0, 1 and half the CPUs. The readers read that one
- *    cgroup (cgroups=1), or each its own leaf (cgroups=R). Records:
+ *    cgroup (cgroups=1), or each its own leaf (cgroups=R). The leaves are
+ *    at depth bench_rstat_depth (module parameter, default 2: the root,
+ *    the one cgroup, the leaves); a depth D above 2 puts D - 2 cgroups
+ *    between the root and the one cgroup, to price a charge that adds to
+ *    every level. Records, each with depth=D:
  *    rstat_read (reads and updates done), then, in one more repetition with
  *    probes on the cgroup_rstat_locked/unlock tracepoints, rstat_locks:
  *    the rstat lock acquisitions the readers made, how many found the lock
  *    taken, and the ns they held it, so that a read's serialized part can
- *    be told from its parallel part whatever the number of CPUs.
+ *    be told from its parallel part whatever the number of CPUs (none
+ *    where cpu.stat sums per-cpu subtree totals: a read takes no lock).
  *  - bench_ucount_charge: T threads in K sibling user namespaces under one
  *    parent charge and uncharge a pending signal the way signal delivery
  *    does (inc_rlimit_get_ucounts()/dec_rlimit_put_ucounts()), K = 1, 2, 4
@@ -70,6 +75,7 @@
 
 static unsigned int bench_reps = 5;
 static unsigned int bench_migrations = 500000;
+static unsigned int bench_rstat_depth = 2;
 
 static int bench_uint_set(const char *val, const struct kernel_param *kp,
 			  unsigned int lo, unsigned int hi)
@@ -108,6 +114,19 @@ static const struct kernel_param_ops bench_migrations_ops = {
 module_param_cb(bench_migrations, &bench_migrations_ops, &bench_migrations, 0444);
 MODULE_PARM_DESC(bench_migrations,
 		 "most migrations timed in one repetition of bench_migrate_latency, 10..5000000 (default 500000)");
+
+static int bench_rstat_depth_set(const char *val, const struct kernel_param *kp)
+{
+	return bench_uint_set(val, kp, 2, 16);
+}
+
+static const struct kernel_param_ops bench_rstat_depth_ops = {
+	.set = bench_rstat_depth_set,
+	.get = param_get_uint,
+};
+module_param_cb(bench_rstat_depth, &bench_rstat_depth_ops, &bench_rstat_depth, 0444);
+MODULE_PARM_DESC(bench_rstat_depth,
+		 "depth of the leaves bench_rstat_read charges, the root's children at 1, 2..16 (default 2)");
 
 /* After @n: 2 * @n, but @max last, and UINT_MAX once @max was done. */
 static unsigned int bench_next_pow2(unsigned int n, unsigned int max)
@@ -151,12 +170,26 @@ static unsigned long bench_iterations(struct cgk_gang *gang, unsigned int from,
 /* ---- rstat: cpu.stat readers against updaters ---------------------------- */
 
 #define BENCH_RS_LEAVES		(CGK_MAX_THREADS / 2)
+#define BENCH_RS_MAX_DEPTH	16	/* bench_rstat_depth_set()'s bound */
 
+/**
+ * struct bench_rs - the cgroups of bench_rstat_read
+ * @above: the cgroups between the root and @top, the root's child first
+ * @nr_above: how many, bench_rstat_depth - 2
+ * @depth: the leaves' depth
+ * @top: the one cgroup, the leaves' parent
+ * @leaf: the leaves, charged by the updaters
+ * @nr_readers: the first workers of the gang, which read
+ * @own: reader i reads leaf[i], else top
+ */
 struct bench_rs {
+	struct cgroup *above[BENCH_RS_MAX_DEPTH - 2];
+	unsigned int nr_above;
+	unsigned int depth;
 	struct cgroup *top;
 	struct cgroup *leaf[BENCH_RS_LEAVES];
 	unsigned int nr_readers;
-	bool own;		/* reader i reads leaf[i], else top */
+	bool own;
 };
 
 static void bench_rs_step(struct cgk_worker *w)
@@ -291,6 +324,12 @@ static void bench_rs_release(void *arg)
 		cgroup_destroy_for_test(b->top);
 		cgroup_put(b->top);
 	}
+	for (i = (int)b->nr_above - 1; i >= 0; i--) {
+		if (!b->above[i])
+			continue;
+		cgroup_destroy_for_test(b->above[i]);
+		cgroup_put(b->above[i]);
+	}
 }
 
 static struct cgroup *bench_rs_cgroup(struct kunit *test, struct cgroup *parent,
@@ -320,8 +359,8 @@ static void bench_rs_point(struct kunit *test, struct bench_rs *b,
 		gang = cgk_gang_create(test, readers + updaters, &bench_rs_ops, b);
 		KUNIT_ASSERT_NOT_NULL(test, gang);
 		ns = bench_gang_run(gang);
-		kunit_info(test, "metric: rstat_read readers=%u updaters=%u cgroups=%u rep=%u ns=%llu reads=%lu updates=%lu busy=%u\n",
-			   readers, updaters, cgroups, rep, ns,
+		kunit_info(test, "metric: rstat_read readers=%u updaters=%u cgroups=%u depth=%u rep=%u ns=%llu reads=%lu updates=%lu busy=%u\n",
+			   readers, updaters, cgroups, b->depth, rep, ns,
 			   bench_iterations(gang, 0, readers),
 			   bench_iterations(gang, readers, gang->nr),
 			   cgk_gang_busy_permille(gang));
@@ -333,8 +372,9 @@ static void bench_rs_point(struct kunit *test, struct bench_rs *b,
 	KUNIT_ASSERT_EQ(test, 0, bench_count_locks(gang));
 	ns = bench_gang_run(gang);
 	bench_stop_counting(&locks);
-	kunit_info(test, "metric: rstat_locks readers=%u updaters=%u cgroups=%u ns=%llu reads=%lu updates=%lu locks=%llu contended=%llu hold_ns=%llu other_locks=%llu\n",
-		   readers, updaters, cgroups, ns, bench_iterations(gang, 0, readers),
+	kunit_info(test, "metric: rstat_locks readers=%u updaters=%u cgroups=%u depth=%u ns=%llu reads=%lu updates=%lu locks=%llu contended=%llu hold_ns=%llu other_locks=%llu\n",
+		   readers, updaters, cgroups, b->depth, ns,
+		   bench_iterations(gang, 0, readers),
 		   bench_iterations(gang, readers, gang->nr), locks.locks,
 		   locks.contended, locks.hold_ns, locks.others);
 }
@@ -343,13 +383,25 @@ static void bench_rstat_read(struct kunit *test)
 {
 	unsigned int cpus = bench_cpus(), r, u;
 	unsigned int updaters[3] = { 0, 1, max(cpus / 2, 1U) };
+	struct cgroup *parent = &cgrp_dfl_root.cgrp;
 	struct bench_rs *b;
 	int i;
 
 	b = kunit_kzalloc(test, sizeof(*b), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, b);
 	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, bench_rs_release, b));
-	b->top = bench_rs_cgroup(test, &cgrp_dfl_root.cgrp, "cgk-bench-rstat");
+	b->depth = bench_rstat_depth;
+	/* The cgroups above the one cgroup, each in the one before. */
+	for (i = 0; i < (int)b->depth - 2; i++) {
+		char name[24];
+
+		snprintf(name, sizeof(name), i ? "d%d" : "cgk-bench-rstat-d%d", i + 1);
+		b->above[i] = bench_rs_cgroup(test, parent, name);
+		KUNIT_ASSERT_NOT_NULL(test, b->above[i]);
+		b->nr_above = i + 1;
+		parent = b->above[i];
+	}
+	b->top = bench_rs_cgroup(test, parent, "cgk-bench-rstat");
 	KUNIT_ASSERT_NOT_NULL(test, b->top);
 	for (i = 0; i < BENCH_RS_LEAVES; i++) {
 		char name[16];
