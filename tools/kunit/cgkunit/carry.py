@@ -14,8 +14,8 @@ older commits:
 - so which suites a commit cannot build: they are turned off in its build (kunit.py
   --kconfig_add CONFIG_<symbol>=n), and the rest of the suite builds and runs there;
 - BACKPORTS: where a suite is wanted on kernels from before a change it builds against (the
-  ucount benchmark on make bench's base kernel, before 0029 changed inc_rlimit_get_ucounts()
-  and 0031 counted the writes siblings share),
+  ucount benchmark on make bench's base kernel, before 0026 changed inc_rlimit_get_ucounts()
+  and 0028 counted the writes siblings share),
   a patch of tools/kunit/backports/ adapts the hooked-in copy of the suite to them (the work
   tree's lib/kunit-cgroup; the project's is only read).
 
