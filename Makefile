@@ -13,6 +13,7 @@
 # make bench: PROFILE= (default bench.json's), REPS=N (1..50, default 5) repetitions of
 # every point, DURATION_MS=N (100..60000, default 1000) per repetition, ROUNDS=N (1..10,
 # default 3) boots of each kernel, alternating, VCPUS=N (default: host cores),
+# DEPTH=N (2..16, default 2) the depth of the leaves the rstat benchmark charges,
 # ONLY=rstat,ucount,migrate (default all), SEED=N.
 # make module-run: PROFILE=x86_64-kasan (default) CYCLES=N (default 1) loads and
 # unloads, MODULE_ARGS="seed=N threads=N" (insmod parameters; dynmods=1 also runs
@@ -42,7 +43,7 @@ CGKUNIT := $(PYTHON) tools/kunit/cgkunit.py
 # make exports as it is. MAKEOVERRIDES keeps them out of MAKEFLAGS, which the kernel's own
 # make (run by kunit.py) would read and expand again.
 CGKUNIT_VARS := KERNEL_SRC KERNEL_REF KERNEL_ARGS FILTER PROFILE RUNS SEED UNTIL_FAIL FROM \
-	GOOD BAD SIGNATURE REPS DURATION_MS ROUNDS VCPUS ONLY CYCLES MODULE_ARGS KDIR \
+	GOOD BAD SIGNATURE REPS DURATION_MS ROUNDS VCPUS DEPTH ONLY CYCLES MODULE_ARGS KDIR \
 	CGKUNIT_ACCEL CGKUNIT_BUILD CGKUNIT_ISOLATE CGKUNIT_UNPINNED CGKUNIT_WAIT_LOCK \
 	CGKUNIT_APT_MIRROR
 $(foreach v,$(CGKUNIT_VARS),$(if $(filter command line environment environment override,$(origin $(v))),$(eval override $(v) := $$(value $(v)))))
@@ -66,7 +67,8 @@ help:
 	@echo "              (PROFILE=x86_64-kasan CYCLES=N MODULE_ARGS=\"seed=N threads=N\" FILTER=;"
 	@echo "              KDIR=<your built kernel>: the module built against it, in it; not in make test)"
 	@echo "make bench    benchmarks: base kernel vs base + kernel/series, side by side"
-	@echo "              (PROFILE= REPS=5 DURATION_MS=1000 ROUNDS=3 VCPUS= ONLY=; not part of make test)"
+	@echo "              (PROFILE= REPS=5 DURATION_MS=1000 ROUNDS=3 VCPUS= DEPTH=2 ONLY=;"
+	@echo "              not part of make test)"
 	@echo "make coverage which kernel lines the suite drives (UML gcov + lcov; not part of make test)"
 	@echo "make reach    the lockdep usage the suite reached for each cgroup and ucount lock class,"
 	@echo "              beside the contexts the kernel takes it in; missing cells are the to-do"

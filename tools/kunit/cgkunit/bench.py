@@ -52,6 +52,8 @@ KERNEL_OF = {BASE: BASE, SERIES: SERIES, CONTROL: BASE}  # the build each varian
 REPS = (1, 50)
 VCPUS = (1, 64)
 ROUNDS = (1, 10)
+DEPTH = (2, 16)             # bench_rstat_depth's range in the suite
+DEFAULT_DEPTH = 2
 DURATION_MS = (100, 60000)
 MACHINE_RECORD = "bench_machine"
 LOCKS_RECORD = "rstat_locks"
@@ -284,6 +286,7 @@ class BenchOptions:
     vcpus: int | None = None
     rounds: int = 3
     profile: str | None = None
+    depth: int = DEFAULT_DEPTH
 
 
 def parse_only(text: str | None) -> tuple[str, ...]:
@@ -302,7 +305,7 @@ def validate_options(opts: BenchOptions) -> None:
     """Ranges of the numeric options; DriverError naming the first bad one."""
     checks = (("--reps", opts.reps, REPS), ("--duration-ms", opts.duration_ms, DURATION_MS),
               ("--seed", opts.seed, (1, MAX_SEED)), ("--vcpus", opts.vcpus, VCPUS),
-              ("--rounds", opts.rounds, ROUNDS))
+              ("--rounds", opts.rounds, ROUNDS), ("--depth", opts.depth, DEPTH))
     for name, value, (low, high) in checks:
         if value is not None and not low <= value <= high:
             raise DriverError(f"{name} must be in {low}..{high}, got {value}")
@@ -340,10 +343,15 @@ def boot_filter(glob: str, only: Sequence[str]) -> str:
     return f"{suites[0]}.{case_glob([b.case_glob for b in chosen if b.suite == suites[0]])}"
 
 
-def kernel_args(seed: int, reps: int, duration_ms: int) -> list[str]:
-    """Module parameters of a bench boot (the same for every variant)."""
-    return [f"cgroup_kunit.seed={seed}", f"cgroup_kunit.bench_reps={reps}",
+def kernel_args(seed: int, reps: int, duration_ms: int,
+                depth: int = DEFAULT_DEPTH) -> list[str]:
+    """Module parameters of a bench boot (the same for every variant); the rstat leaves'
+    depth only when it is not the suite's default."""
+    args = [f"cgroup_kunit.seed={seed}", f"cgroup_kunit.bench_reps={reps}",
             f"cgroup_kunit.duration_ms={duration_ms}"]
+    if depth != DEFAULT_DEPTH:
+        args.append(f"cgroup_kunit.bench_rstat_depth={depth}")
+    return args
 
 
 # --- machine -------------------------------------------------------------------------
@@ -374,6 +382,7 @@ class Machine:
     base_patches: int = 0
     series_patches: int = 0
     load_before: float | None = None
+    depth: int = DEFAULT_DEPTH  # where bench_rstat_read's leaves are (the root's children: 1)
     # per variant, per round: cores the rest of the host kept busy during that boot
     other_cores: dict[str, list[float | None]] = field(default_factory=dict)
 
@@ -1050,6 +1059,9 @@ def format_table(agg: Aggregate) -> str:
         if bench.key not in agg.only:
             continue
         block: list[str] = []
+        if RSTAT in bench.records:
+            block.append(f"  updaters charge leaves at depth {agg.machine.depth} "
+                         f"(the root's children at 1)")
         for rec in bench.records:
             for value in rec.compare:
                 block += compare_lines(agg, rec, value)
@@ -1317,13 +1329,14 @@ def run_bench(ctx: Context, opts: BenchOptions) -> int:
                       reps=opts.reps, rounds=opts.rounds, duration_ms=opts.duration_ms, seed=seed,
                       base_before=cfg.base_before, base_commit=kernel_commit(base),
                       base_patches=len(base.patches), series_commit=kernel_commit(tree),
-                      series_patches=len(tree.patches), load_before=host.load_average())
+                      series_patches=len(tree.patches), load_before=host.load_average(),
+                      depth=opts.depth)
     if machine.warning:
         say(f"WARNING: {machine.warning}")
     if machine.emulated:
         say("EMULATED: QEMU/TCG is not a contention measurement; the table gives no verdicts")
     write_json(ctx.build / RESULTS / "machine.json", machine.to_json())
-    args = kernel_args(seed, opts.reps, opts.duration_ms)
+    args = kernel_args(seed, opts.reps, opts.duration_ms, opts.depth)
     reports: dict[str, list[Report]] = {v: [] for v in VARIANTS}
     order = boot_order(opts.rounds)
     for i, (r, v) in enumerate(order, 1):

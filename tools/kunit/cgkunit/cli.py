@@ -38,8 +38,8 @@ and the whole series with bench.json's profile, boot each once with the same see
 and compare their metric lines: a table on stdout; bench.json, bench.txt and plots
 in build/results/bench/."""
 ENV_HELP = """environment: KERNEL_SRC, KERNEL_REF, KERNEL_ARGS, FILTER, PROFILE, RUNS, SEED,
-UNTIL_FAIL, FROM, GOOD, BAD, SIGNATURE, REPS, DURATION_MS, ROUNDS, VCPUS, ONLY, CYCLES,
-MODULE_ARGS, KDIR (the defaults of the options of those names: how the Makefile's
+UNTIL_FAIL, FROM, GOOD, BAD, SIGNATURE, REPS, DURATION_MS, ROUNDS, VCPUS, DEPTH, ONLY,
+CYCLES, MODULE_ARGS, KDIR (the defaults of the options of those names: how the Makefile's
 variables reach the driver), CGKUNIT_BUILD (build root), CGKUNIT_APT_MIRROR (Debian
 mirror), CGKUNIT_ACCEL=auto|kvm|tcg (QEMU accelerator for x86_64 profiles),
 CGKUNIT_ISOLATE=suite|test|none (default of --isolate for run and check),
@@ -246,6 +246,10 @@ def make_parser() -> Parser:
             metavar="N", help=f"rounds of base, series and control (the base again) boots, "
                               f"alternating, reps pooled ({bench.ROUNDS[0]}..{bench.ROUNDS[1]}, default $ROUNDS, "
                               f"else %(default)s)")
+    env_opt(p, "--depth", "DEPTH", bench.BenchOptions.depth, type=_number("$DEPTH"),
+            metavar="N", help=f"depth of the leaves the rstat benchmark charges, the root's "
+                              f"children at 1 ({bench.DEPTH[0]}..{bench.DEPTH[1]}, default $DEPTH, "
+                              f"else %(default)s)")
     p.add_argument("--no-build", action="store_true", help="boot the kernels built last time")
     _jobs_opt(p)
     p.add_argument("--report", action="store_true",
@@ -369,7 +373,7 @@ def _bench_options(args: argparse.Namespace) -> bench.BenchOptions:
                               no_build=args.no_build, jobs=args.jobs, report_only=args.report,
                               echo=args.verbose, kernel_src=args.kernel_src,
                               kernel_ref=args.kernel_ref, vcpus=args.vcpus,
-                              rounds=args.rounds, profile=args.profile)
+                              rounds=args.rounds, profile=args.profile, depth=args.depth)
 
 
 def _bisect_options(args: argparse.Namespace) -> bisection.BisectOptions:

@@ -22,5 +22,5 @@ def hermetic_git(monkeypatch: pytest.MonkeyPatch) -> None:
                 "CGKUNIT_UNPINNED", "CGKUNIT_WAIT_LOCK", "CGKUNIT_LOCK_HOLDER",
                 "CGKUNIT_MAKE_GOALS", "KERNEL_SRC", "KERNEL_REF", "KERNEL_ARGS", "FILTER",
                 "PROFILE", "RUNS", "SEED", "UNTIL_FAIL", "FROM", "GOOD", "BAD", "SIGNATURE",
-                "REPS", "DURATION_MS", "ROUNDS", "VCPUS", "ONLY", "CYCLES", "MODULE_ARGS", "KDIR"):
+                "REPS", "DURATION_MS", "ROUNDS", "VCPUS", "DEPTH", "ONLY", "CYCLES", "MODULE_ARGS", "KDIR"):
         monkeypatch.delenv(var, raising=False)

@@ -611,6 +611,9 @@ def test_aggregate_reproduces_the_recorded_table(real: bb.Aggregate) -> None:
     assert real.vcpus == {"base": 2, "series": 2, "control": 2}
 
 
+RSTAT_TITLE = "== rstat: cpu.stat readers against rstat updaters\n"
+DEPTH_LINE = "  updaters charge leaves at depth 2 (the root's children at 1)\n"
+
 def test_the_1cpu_run_tabled_again() -> None:
     """The 1-vCPU run's bench.json (series, lock counts) judged, projected and printed again:
     its bench.txt, save the header that now says what all* means and the projection's anchor. One vCPU: 2 workers are
@@ -639,7 +642,8 @@ def test_the_1cpu_run_tabled_again() -> None:
         "dropped base/series/control)", "dropped base/series/control, all*: none would be left, all kept)"
     ).replace("spent holding the lock\n", f"spent holding the lock; for scale, {bb.ANCHOR}\n"
     ).replace("with at least 6 pairs each\n", f"with at least 6 pairs each{RULES_SINCE}\n"
-    ).replace(RULES_BAND_THEN, RULES_BAND_NOW)
+    ).replace(RULES_BAND_THEN, RULES_BAND_NOW
+    ).replace(RSTAT_TITLE, RSTAT_TITLE + DEPTH_LINE)  # recorded before DEPTH=, at depth 2
     again = json.loads(json.dumps(bb.to_json(agg)))
     assert [c.pop("aa_rounds") for c in again["comparisons"]] == [[]] * 4  # no rounds given
     assert again["comparisons"] == data["comparisons"]
@@ -663,6 +667,7 @@ def test_table_structure(real: bb.Aggregate) -> None:
     blocks = text.split("\n\n== ")[1:]
     assert [b.split(":")[0] for b in blocks] == ["rstat", "ucount", "migrate"]
     rstat_block, ucount_block, migrate_block = blocks
+    assert rstat_block.splitlines()[1] == "  updaters charge leaves at depth 2 (the root's children at 1)"
     assert "rstat_locks: rstat lock acquisitions by the readers" in rstat_block
     assert "projected, not measured: Amdahl bound" in rstat_block
     assert "  scaling (paired within each boot)" in rstat_block
@@ -723,8 +728,9 @@ def test_json_shape(real: bb.Aggregate) -> None:
     assert set(data) == {"machine", "statuses", "benchmarks", "vcpus_reported", "rules", "records",
                          "comparisons", "rstat_locks", "projections", "scaling", "migrate_modes",
                          "notes"}
-    # as saved, with what the run did not record yet: no boot disturbed
-    assert data["machine"] == {**json.loads((UM / "machine.json").read_text()), "other_cores": {}}
+    # as saved, with what the run did not record yet: no boot disturbed, the default depth
+    assert data["machine"] == {**json.loads((UM / "machine.json").read_text()), "other_cores": {},
+                               "depth": 2}
     assert bb.machine_from_json(data["machine"]) == real.machine
     assert bb.machine_from_json([]) is None and bb.machine_from_json({"cpu_model": "x"}) is None
     assert data["statuses"] == dict.fromkeys(bb.VARIANTS, "pass")
@@ -940,6 +946,8 @@ def test_the_bench_profiles(monkeypatch: pytest.MonkeyPatch) -> None:
     ({"vcpus": 65}, "--vcpus must be in 1..64, got 65"),
     ({"rounds": 0}, "--rounds must be in 1..10, got 0"),
     ({"rounds": 11}, "--rounds must be in 1..10, got 11"),
+    ({"depth": 1}, "--depth must be in 2..16, got 1"),
+    ({"depth": 17}, "--depth must be in 2..16, got 17"),
     ({"jobs": 0}, "--jobs must be at least 1, got 0"),
 ])
 def test_validate_options(kw: dict[str, int], message: str) -> None:
@@ -1001,6 +1009,9 @@ def test_boot_order() -> None:
 def test_kernel_args_and_dirs() -> None:
     assert bb.kernel_args(7, 5, 1000) == ["cgroup_kunit.seed=7", "cgroup_kunit.bench_reps=5",
                                           "cgroup_kunit.duration_ms=1000"]
+    # the default depth is the suite's own: not passed, so boots without it stay the same
+    assert bb.kernel_args(7, 5, 1000, 2) == bb.kernel_args(7, 5, 1000)
+    assert bb.kernel_args(7, 5, 1000, 5)[-1] == "cgroup_kunit.bench_rstat_depth=5"
     p = pf.Profile(name="um-bench", arch="um", fragment=Path("/r/p.config"), ncpus=2)
     assert bb.round_dir(Path("/b"), p, "control", 0) == Path("/b/results/um-bench+control")
     assert bb.round_dir(Path("/b"), p, "control", 2) == Path("/b/results/um-bench+control-r3")
@@ -1368,6 +1379,7 @@ def run_entry(*args: str) -> subprocess.CompletedProcess[str]:
     (["--only", "x"], "--only: unknown benchmark x (known: rstat,ucount,migrate)"),
     (["--vcpus", "99"], "--vcpus must be in 1..64, got 99"),
     (["--rounds", "11"], "--rounds must be in 1..10, got 11"),
+    (["--depth", "1"], "--depth must be in 2..16, got 1"),
     (["--duration-ms", "99"], "--duration-ms must be in 100..60000, got 99"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str, tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ TARGETS = ["run", "kcsan", "kasan", "lockdep-x86", "check", "module", "module-ru
            "coverage", "reach", "stress", "bisect", "bisect-selftest", "mbox", "series-check", "test"]
 VARIABLES = ["KERNEL_SRC", "KERNEL_REF", "KERNEL_ARGS", "FILTER", "PROFILE", "RUNS", "SEED",
              "UNTIL_FAIL", "FROM", "GOOD", "BAD", "SIGNATURE", "REPS", "DURATION_MS", "ROUNDS",
-             "VCPUS", "ONLY", "CYCLES", "MODULE_ARGS", "KDIR", "CGKUNIT_ACCEL",
+             "VCPUS", "DEPTH", "ONLY", "CYCLES", "MODULE_ARGS", "KDIR", "CGKUNIT_ACCEL",
              "CGKUNIT_BUILD", "CGKUNIT_ISOLATE", "CGKUNIT_UNPINNED", "CGKUNIT_WAIT_LOCK",
              "CGKUNIT_APT_MIRROR"]
 
@@ -199,12 +199,12 @@ def test_until_fail_words(monkeypatch: pytest.MonkeyPatch, text: str, value: boo
 @pytest.mark.skipif(make_missing, reason="make not installed")
 def test_bench_keeps_its_variables_and_defaults(stub: dict[str, Path]) -> None:
     proc = make(stub, "bench", "REPS=7", "DURATION_MS=500", "ROUNDS=2", "VCPUS=2",
-                "ONLY=rstat")
+                "DEPTH=5", "ONLY=rstat")
     assert proc.returncode == 0, proc.stderr
     env = calls(stub)[-1]["env"]
     assert calls(stub)[-1]["argv"] == ["bench"]
-    assert [env[k] for k in ("REPS", "DURATION_MS", "ROUNDS", "VCPUS", "ONLY")] == \
-        ["7", "500", "2", "2", "rstat"]
+    assert [env[k] for k in ("REPS", "DURATION_MS", "ROUNDS", "VCPUS", "DEPTH", "ONLY")] == \
+        ["7", "500", "2", "2", "5", "rstat"]
     assert "help" not in MAKEFILE.split("\nbench:", 1)[1].split("\n\n", 1)[0]
 
 
