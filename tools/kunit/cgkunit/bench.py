@@ -695,11 +695,16 @@ class Projection:
     updaters: int | str
     single: float           # reads/s of one reader, measured
     sigma: float            # rstat lock hold time per read / time per read, one reader
-    at: dict[int, float]    # N -> projected reads/s
+    at: dict[int, float]    # N -> projected reads/s; empty when a read holds no rstat lock
+
+    @property
+    def lock_bound(self) -> bool:
+        """False when reads hold no rstat lock: Amdahl on the lock bounds nothing then."""
+        return self.sigma > 0
 
     def to_json(self) -> dict[str, Any]:
         return {"variant": self.variant, "updaters": self.updaters, "single_reads_per_s": self.single,
-                "serial_fraction": self.sigma,
+                "serial_fraction": self.sigma, "lock_bound": self.lock_bound,
                 "projected_reads_per_s": {str(n): x for n, x in self.at.items()}}
 
 
@@ -714,8 +719,8 @@ def projections(groups: Sequence[Series], counts: Sequence[LockCount]) -> list[P
         if single is None:
             continue
         sigma = min(1.0, (c.hold_ns / c.reads) * single.median / 1e9)
-        out.append(Projection(c.variant, p["updaters"], single.median, sigma,
-                              {n: single.median * amdahl(sigma, n) for n in PROJECT_AT}))
+        at = {n: single.median * amdahl(sigma, n) for n in PROJECT_AT} if sigma > 0 else {}
+        out.append(Projection(c.variant, p["updaters"], single.median, sigma, at))
     return out
 
 
@@ -995,8 +1000,12 @@ def lock_lines(agg: Aggregate) -> list[str]:
         rows = [["variant", "updaters", "1 reader", "serial", *(f"N={n}" for n in PROJECT_AT)]]
         for p in agg.projections:
             rows.append([p.variant, str(p.updaters), fmt_rate(p.single), f"{p.sigma:.3f}",
-                         *(fmt_rate(p.at[n]) for n in PROJECT_AT)])
+                         *(fmt_rate(p.at[n]) if n in p.at else "-" for n in PROJECT_AT)])
         out += columns(rows)
+        if any(not p.lock_bound for p in agg.projections):
+            out.append("  -: reads hold no rstat lock, so there is no lock-based bound to "
+                       "project; what limits them is each read's sum over the possible CPUs "
+                       "and the lines the updaters write (not projected)")
     return out
 
 

@@ -475,7 +475,12 @@ def test_projections_of_the_real_run(real: bb.Aggregate) -> None:
                        for n in bb.PROJECT_AT}
     assert bb.fmt_rate(base.at[16]) == "3.50M"
     series = got[("series", 0)]
-    assert series.sigma == 0.0 and series.at[384] == pytest.approx(series.single * 384)
+    # no lock held per read: nothing for Amdahl to bound, so no number, and the table says so
+    assert series.sigma == 0.0 and series.at == {} and not series.lock_bound
+    text = "\n".join(bb.lock_lines(real))
+    assert "no lock-based bound" in text
+    assert [ln.split()[-1] for ln in text.splitlines() if ln.split()[:2] == ["series", "0"]] == \
+        ["-"]
     assert got[("base", 1)].sigma == 1.0  # held longer than a read takes: capped, no scaling
     assert got[("base", 1)].at[384] == pytest.approx(got[("base", 1)].single)
 
@@ -581,8 +586,10 @@ def test_aggregate_reproduces_the_recorded_table(real: bb.Aggregate) -> None:
     recorded = (UM / "bench.txt").read_text().splitlines()
     changed = [line for line in recorded if "readers=1 updaters=1 cgroups=1" in line
                and "no data" in line or "(median over kept reps" in line
-               or line.startswith("projected, not measured: Amdahl") or line.startswith("rules:")]
-    assert len(changed) == 2 + 8 + 1 + 1
+               or line.startswith("projected, not measured: Amdahl") or line.startswith("rules:")
+               or line.startswith("  series   0 ") and " 0.000 " in line]  # no lock: no Amdahl
+    assert len(changed) == 2 + 8 + 1 + 1 + 1
+    assert "  series   0         2.37M     0.000   -      -      -      -" in text
     missing = [line for line in recorded if line not in changed and without_band(line) not in now]
     assert missing == []
     # the band: the range of the three rounds' median control/base ratios
@@ -612,7 +619,17 @@ def test_aggregate_reproduces_the_recorded_table(real: bb.Aggregate) -> None:
 
 
 RSTAT_TITLE = "== rstat: cpu.stat readers against rstat updaters\n"
+NO_LOCK_NOTE = ("  -: reads hold no rstat lock, so there is no lock-based bound to project; what "
+                "limits them is each read's sum over the possible CPUs and the lines the updaters "
+                "write (not projected)\n")
 DEPTH_LINE = "  updaters charge leaves at depth 2 (the root's children at 1)\n"
+
+def since_lock_bound(recorded: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Projections as recorded before lock_bound: those with no lock held lose their numbers."""
+    return [{**p, "lock_bound": p["serial_fraction"] > 0,
+             "projected_reads_per_s": p["projected_reads_per_s"] if p["serial_fraction"] > 0 else {}}
+            for p in recorded]
+
 
 def test_the_1cpu_run_tabled_again() -> None:
     """The 1-vCPU run's bench.json (series, lock counts) judged, projected and printed again:
@@ -643,11 +660,17 @@ def test_the_1cpu_run_tabled_again() -> None:
     ).replace("spent holding the lock\n", f"spent holding the lock; for scale, {bb.ANCHOR}\n"
     ).replace("with at least 6 pairs each\n", f"with at least 6 pairs each{RULES_SINCE}\n"
     ).replace(RULES_BAND_THEN, RULES_BAND_NOW
-    ).replace(RSTAT_TITLE, RSTAT_TITLE + DEPTH_LINE)  # recorded before DEPTH=, at depth 2
+    ).replace(RSTAT_TITLE, RSTAT_TITLE + DEPTH_LINE  # recorded before DEPTH=, at depth 2
+    ).replace("  series   0         2.69M     0.000   43.0M  172M   387M   1.03G\n"
+              "  series   1         1.31M     0.000   20.9M  83.1M  185M   480M\n",
+              # no lock held per read: no Amdahl numbers, said so (with one updater, rarely)
+              "  series   0         2.69M     0.000   -      -      -      -\n"
+              "  series   1         1.31M     0.000   20.9M  83.1M  185M   480M\n"
+              + NO_LOCK_NOTE)
     again = json.loads(json.dumps(bb.to_json(agg)))
     assert [c.pop("aa_rounds") for c in again["comparisons"]] == [[]] * 4  # no rounds given
     assert again["comparisons"] == data["comparisons"]
-    assert again["projections"]["rstat_amdahl"] == data["projections"]["rstat_amdahl"]
+    assert again["projections"]["rstat_amdahl"] == since_lock_bound(data["projections"]["rstat_amdahl"])
 
 
 def test_table_structure(real: bb.Aggregate) -> None:
