@@ -1054,6 +1054,18 @@ static unsigned int uc_exact_threads(struct kunit *test)
 	return nr ? *nr : 8;
 }
 
+/* The targets of @mask, in @targets; returns how many. */
+static unsigned int uc_pick_targets(u8 *targets, unsigned long mask)
+{
+	unsigned int t, nr = 0;
+
+	for (t = 0; t < UC_NR_TARGETS; t++) {
+		if (mask & BIT(t))
+			targets[nr++] = t;
+	}
+	return nr;
+}
+
 /*
  * Workers in sibling namespaces race to the last unit of one level's limit,
  * while an idle sibling holds a charge: exactly the limit is admitted.
@@ -1061,7 +1073,7 @@ static unsigned int uc_exact_threads(struct kunit *test)
 static void rlimit_exact_limit(struct kunit *test)
 {
 	const struct uc_exact_variant *v = test->param_value;
-	unsigned int i, t, nr = uc_exact_threads(test);
+	unsigned int i, nr = uc_exact_threads(test);
 	long lim[UC_NR_NS], total;
 	struct cgk_gang *gang;
 	struct uc_exact *x;
@@ -1081,10 +1093,7 @@ static void rlimit_exact_limit(struct kunit *test)
 	x->idle.c = c;
 	for (i = 0; i < nr; i++)
 		x->w[i].ledger.c = c;
-	for (t = 0; t < UC_NR_TARGETS; t++) {
-		if (v->targets & BIT(t))
-			x->targets[x->nr_targets++] = t;
-	}
+	x->nr_targets = uc_pick_targets(x->targets, v->targets);
 	/* Registered before the gang, so it runs after the gang stopped. */
 	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, uc_exact_uncharge, x));
 
@@ -2160,6 +2169,27 @@ static void uc_cross_release(void *arg)
 }
 
 /*
+ * The escrow cases' hierarchy: B0, B1 and B2 limited to UC_ESCROW_LIMIT,
+ * every other namespace unlimited, and the leaves charged with no limit
+ * of their own, as cgk_sigpending_charge() charges them.
+ */
+static struct uc_case *uc_escrow_setup(struct kunit *test)
+{
+	long lim[UC_NR_NS];
+	struct uc_case *c;
+	unsigned int i, t;
+
+	for (i = 0; i < UC_NR_NS; i++)
+		lim[i] = UC_HUGE_RLIMIT;
+	for (i = 0; i < 3; i++)
+		lim[UC_NS_B(i)] = UC_ESCROW_LIMIT;
+	c = uc_setup(test, BIT(UC_OP_RL_GET), lim);
+	for (t = 0; t < UC_NR_TARGETS; t++)
+		c->node[c->target[t].chain[0]].rlimit_max = LONG_MAX;
+	return c;
+}
+
+/*
  * Charges made on one CPU and given back on another: pairs of workers,
  * each bound to two CPUs, fill A's level to its limit together and, once
  * a charge is refused, all empty it again, so that the chargers' CPUs
@@ -2171,9 +2201,8 @@ static void uc_cross_release(void *arg)
  */
 static void rlimit_escrow_cross_cpu(struct kunit *test)
 {
-	unsigned int i, t, round, nr_pairs = num_online_cpus() / 2;
+	unsigned int i, round, nr_pairs = num_online_cpus() / 2;
 	unsigned long writes;
-	long lim[UC_NR_NS];
 	struct cgk_gang *gang;
 	struct uc_cross *x;
 	struct uc_case *c;
@@ -2181,14 +2210,7 @@ static void rlimit_escrow_cross_cpu(struct kunit *test)
 
 	if (!nr_pairs)
 		kunit_skip(test, "one CPU: nothing to uncharge on another");
-	for (i = 0; i < UC_NR_NS; i++)
-		lim[i] = UC_HUGE_RLIMIT;
-	for (i = 0; i < 3; i++)
-		lim[UC_NS_B(i)] = UC_ESCROW_LIMIT;
-	c = uc_setup(test, BIT(UC_OP_RL_GET), lim);
-	/* Charged with no limit of their own (cgk_sigpending_charge()). */
-	for (t = 0; t < UC_NR_TARGETS; t++)
-		c->node[c->target[t].chain[0]].rlimit_max = LONG_MAX;
+	c = uc_escrow_setup(test);
 
 	x = kunit_kzalloc(test, sizeof(*x), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, x);
@@ -2198,10 +2220,7 @@ static void rlimit_escrow_cross_cpu(struct kunit *test)
 	x->node = &c->node[UC_NODE_A];
 	x->nr_pairs = nr_pairs;
 	x->pair_max = UC_ESCROW_LIMIT / nr_pairs + UC_CROSS_OVER_SHARE;
-	for (t = 0; t < UC_NR_TARGETS; t++) {
-		if (UC_EXACT_B0_B1 & BIT(t))
-			x->targets[x->nr_targets++] = t;
-	}
+	x->nr_targets = uc_pick_targets(x->targets, UC_EXACT_B0_B1);
 	/* Registered before the gang, so it runs after the gang stopped. */
 	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, uc_cross_release, x));
 
@@ -3108,20 +3127,12 @@ static void uc_expect_escrows(struct uc_case *c, const char *when)
 static void rlimit_escrow_softirq(struct kunit *test)
 {
 	unsigned long expiries = 0, ops = 0, drains = 0, enables = 0, outside = 0;
-	unsigned int i, t, cpus_ran = 0, nr = cgk_param_threads(test);
+	unsigned int i, cpus_ran = 0, nr = cgk_param_threads(test);
 	struct cgk_gang *gang;
-	long lim[UC_NR_NS];
 	struct uc_soft *s;
 	struct uc_case *c;
 
-	for (i = 0; i < UC_NR_NS; i++)
-		lim[i] = UC_HUGE_RLIMIT;
-	for (i = 0; i < 3; i++)
-		lim[UC_NS_B(i)] = UC_ESCROW_LIMIT;
-	c = uc_setup(test, BIT(UC_OP_RL_GET), lim);
-	/* Charged with no limit of their own (cgk_sigpending_charge()). */
-	for (t = 0; t < UC_NR_TARGETS; t++)
-		c->node[c->target[t].chain[0]].rlimit_max = LONG_MAX;
+	c = uc_escrow_setup(test);
 
 	s = kunit_kzalloc(test, sizeof(*s), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, s);
@@ -3130,10 +3141,7 @@ static void rlimit_escrow_softirq(struct kunit *test)
 	KUNIT_ASSERT_NOT_NULL(test, s->cpus);
 	s->c = c;
 	s->node = &c->node[UC_NODE_A];
-	for (t = 0; t < UC_NR_TARGETS; t++) {
-		if (UC_EXACT_B0_B1 & BIT(t))
-			s->targets[s->nr_targets++] = t;
-	}
+	s->nr_targets = uc_pick_targets(s->targets, UC_EXACT_B0_B1);
 	/* Registered before the gang and the timers, so it runs after both stopped. */
 	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, uc_soft_release, s));
 
