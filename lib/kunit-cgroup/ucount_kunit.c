@@ -101,6 +101,9 @@
  *    drains and re-enables of the escrow, which take its lock, are made
  *    from softirq as well as from process context; then every escrow is in
  *    one mode on every CPU and holds what the count says.
+ *  - rlimit_escrow_hardirq: the same with the chargers in hardirq (plain
+ *    hrtimers, as it_real_fn()'s), so that the escrow's lock is taken in
+ *    hardirq on every run.
  *
  * ucount_sysctl_per_ns writes each namespace's limits through its own set
  * of user.* sysctls (/proc/sys/user/) while namespaces are created and freed
@@ -2852,7 +2855,8 @@ struct uc_soft;
  *		 as a rule its own (the charge that takes the level past its
  *		 limit drains, under the escrow's lock)
  * @enables_seen: from disabled to enabled: escrow_enable() under way
- * @outside_softirq: callbacks that did not run in softirq
+ * @outside_softirq: callbacks that did not run in softirq (in hardirq,
+ *		     for rlimit_escrow_hardirq's)
  * @failed: set once, with @failure: the first broken invariant it saw
  * @failure: as text
  *
@@ -2895,6 +2899,7 @@ struct uc_soft_cpu {
  * @cpus: the softirq chargers, one per online CPU, @nr_cpus of them
  * @nr_cpus: number of softirq chargers
  * @armed: the softirq chargers' timers were started
+ * @hard: the chargers are hardirq timers instead (rlimit_escrow_hardirq)
  */
 struct uc_soft {
 	struct uc_case *c;
@@ -2913,6 +2918,7 @@ struct uc_soft {
 	struct uc_soft_cpu *cpus;
 	unsigned int nr_cpus;
 	bool armed;
+	bool hard;
 };
 
 /* Give back one charge held, trying the targets from @r's; false if none is. */
@@ -3022,7 +3028,8 @@ static enum hrtimer_restart uc_soft_fn(struct hrtimer *timer)
 
 	if (uc_soft_stopping(s))
 		return HRTIMER_NORESTART;
-	if (!in_serving_softirq())
+	/* With PREEMPT_RT, hrtimers not marked _HARD expire in softirq. */
+	if (s->hard && !IS_ENABLED(CONFIG_PREEMPT_RT) ? !in_hardirq() : !in_serving_softirq())
 		sc->outside_softirq++;
 	for (i = 0; i < UC_SOFT_BATCH && !uc_soft_stopping(s); i++) {
 		int cpu = smp_processor_id();
@@ -3124,8 +3131,9 @@ static void uc_expect_escrows(struct uc_case *c, const char *when)
  * reserved; once everything is given back, the same, and a sibling gets
  * exactly the limit; everything is back at its start and freed.
  */
-static void rlimit_escrow_softirq(struct kunit *test)
+static void uc_escrow_irq(struct kunit *test, bool hard)
 {
+	const char *ctx = hard ? "hardirq" : "softirq";
 	unsigned long expiries = 0, ops = 0, drains = 0, enables = 0, outside = 0;
 	unsigned int i, cpus_ran = 0, nr = cgk_param_threads(test);
 	struct cgk_gang *gang;
@@ -3140,6 +3148,7 @@ static void rlimit_escrow_softirq(struct kunit *test)
 	s->cpus = kunit_kcalloc(test, s->nr_cpus, sizeof(*s->cpus), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, s->cpus);
 	s->c = c;
+	s->hard = hard;
 	s->node = &c->node[UC_NODE_A];
 	s->nr_targets = uc_pick_targets(s->targets, UC_EXACT_B0_B1);
 	/* Registered before the gang and the timers, so it runs after both stopped. */
@@ -3154,20 +3163,24 @@ static void rlimit_escrow_softirq(struct kunit *test)
 
 		sc->s = s;
 		prandom_seed_state(&sc->rnd, gang->seed ^ (0x50f71e55ULL + i));
-		/* Not _HARD: soft, as the softirq it stands for. */
-		hrtimer_setup(&sc->timer, uc_soft_fn, CLOCK_MONOTONIC, HRTIMER_MODE_REL_SOFT);
+		/*
+		 * Soft, as the softirq it stands for; else neither _SOFT nor
+		 * _HARD, as it_real_fn()'s: hardirq, or softirq with PREEMPT_RT.
+		 */
+		hrtimer_setup(&sc->timer, uc_soft_fn, CLOCK_MONOTONIC,
+			      hard ? HRTIMER_MODE_REL : HRTIMER_MODE_REL_SOFT);
 	}
 	/* After the gang's own: stops the timers before the gang at the end. */
 	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, uc_soft_stop, s));
 
-	/* Each armed from its CPU, pinned there: every CPU charges in softirq. */
+	/* Each armed from its CPU, pinned there: every CPU charges in irq. */
 	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, uc_pin_release, NULL));
 	s->armed = true;
 	for (i = 0; i < s->nr_cpus; i++) {
 		uc_move_to_cpu(i);
 		s->cpus[i].cpu = raw_smp_processor_id();
 		hrtimer_start(&s->cpus[i].timer, ns_to_ktime(UC_SOFT_PERIOD_NS),
-			      HRTIMER_MODE_REL_PINNED_SOFT);
+			      hard ? HRTIMER_MODE_REL_PINNED : HRTIMER_MODE_REL_PINNED_SOFT);
 	}
 	kunit_release_action(test, uc_pin_release, NULL);
 
@@ -3179,7 +3192,7 @@ static void rlimit_escrow_softirq(struct kunit *test)
 		struct uc_soft_cpu *sc = &s->cpus[i];
 
 		if (sc->failed)
-			KUNIT_FAIL(test, "softirq charger of CPU %d: %s", sc->cpu, sc->failure);
+			KUNIT_FAIL(test, "%s charger of CPU %d: %s", ctx, sc->cpu, sc->failure);
 		expiries += sc->expiries;
 		ops += sc->ops;
 		drains += sc->drains_seen;
@@ -3187,39 +3200,55 @@ static void rlimit_escrow_softirq(struct kunit *test)
 		outside += sc->outside_softirq;
 		cpus_ran += sc->ops > 0;
 	}
-	kunit_info(test, "process context: %lu steps, %ld admitted, %ld refused, %ld given back; softirq on %u of %u CPUs: %lu expiries, %ld admitted, %ld refused, %ld given back, %lu drains and %lu enables of A's escrow seen; %ld fills\n",
+	kunit_info(test, "process context: %lu steps, %ld admitted, %ld refused, %ld given back; %s on %u of %u CPUs: %lu expiries, %ld admitted, %ld refused, %ld given back, %lu drains and %lu enables of A's escrow seen; %ld fills\n",
 		   cgk_gang_iterations(gang), atomic_long_read(&s->charges[UC_SOFT_TASK]),
 		   atomic_long_read(&s->refusals[UC_SOFT_TASK]),
-		   atomic_long_read(&s->uncharges[UC_SOFT_TASK]), cpus_ran, s->nr_cpus,
+		   atomic_long_read(&s->uncharges[UC_SOFT_TASK]), ctx, cpus_ran, s->nr_cpus,
 		   expiries, atomic_long_read(&s->charges[UC_SOFT_IRQ]),
 		   atomic_long_read(&s->refusals[UC_SOFT_IRQ]),
 		   atomic_long_read(&s->uncharges[UC_SOFT_IRQ]), drains, enables,
 		   atomic_long_read(&s->fills));
 	KUNIT_EXPECT_EQ_MSG(test, outside, 0UL,
-			    "%lu expiries of the softirq chargers ran outside softirq", outside);
+			    "%lu expiries of the %s chargers ran outside %s", outside, ctx, ctx);
 	CGK_EXPECT_EXERCISED(test, atomic_long_read(&s->charges[UC_SOFT_IRQ]),
-			     "no charge was admitted from softirq");
+			     "no charge was admitted from irq");
 	CGK_EXPECT_EXERCISED(test, cpus_ran == s->nr_cpus,
-			     "the softirq charger of a CPU never charged nor gave back");
+			     "the irq charger of a CPU never charged nor gave back");
 	CGK_EXPECT_EXERCISED(test, atomic_long_read(&s->refusals[UC_SOFT_TASK]) +
 			     atomic_long_read(&s->refusals[UC_SOFT_IRQ]),
 			     "no charge was refused: A's level never reached its limit");
 	CGK_EXPECT_EXERCISED(test, atomic_long_read(&s->fills),
 			     "A's level was never emptied after its limit");
 	CGK_EXPECT_EXERCISED(test, drains + enables,
-			     "no charge from softirq drained or enabled A's escrow: its lock was not taken there");
+			     "no charge from irq drained or enabled A's escrow: its lock was not taken there");
 
-	uc_expect_reported(c, "workers and softirq chargers stopped");
-	uc_expect_escrows(c, "workers and softirq chargers stopped");
+	uc_expect_reported(c, "workers and irq chargers stopped");
+	uc_expect_escrows(c, "workers and irq chargers stopped");
 	kunit_release_action(test, uc_soft_release, s);
 	uc_expect_reported(c, "all given back");
 	uc_expect_escrows(c, "all given back");
 
 	uc_expect_fit_alone(c, UC_TARGET(UC_NS_C(0), 1), UC_ESCROW_LIMIT, s->node,
-			    UC_ESCROW_LIMIT, "after the softirq chargers");
+			    UC_ESCROW_LIMIT, "after the irq chargers");
 
 	uc_check_counters(c);
 	uc_check_released(c);
+}
+
+static void rlimit_escrow_softirq(struct kunit *test)
+{
+	uc_escrow_irq(test, false);
+}
+
+/*
+ * The same from hardirq, as it_real_fn() charges a SIGALRM: drains and
+ * re-enables of A's escrow, and so its lock, taken in hardirq on every
+ * run (the reach table's &esc->lock hardirq cell), where the other hardirq
+ * cases take it only when one of their charges happens to drain the level.
+ */
+static void rlimit_escrow_hardirq(struct kunit *test)
+{
+	uc_escrow_irq(test, true);
 }
 
 /* ---- user.* sysctls, one set per namespace ------------------------------ */
@@ -3516,6 +3545,7 @@ static struct kunit_case cgroup_ucount_cases[] = {
 	KUNIT_CASE(rlimit_escrow_mixed_limits),
 	KUNIT_CASE_PARAM(rlimit_escrow_cpu_hotplug, cgk_threads_gen),
 	CGK_CASE(rlimit_escrow_softirq),
+	CGK_CASE(rlimit_escrow_hardirq),
 	KUNIT_CASE_PARAM_ATTR(ucount_sysctl_per_ns, cgk_threads_gen,
 			      { .speed = KUNIT_SPEED_SLOW }),
 	{}
