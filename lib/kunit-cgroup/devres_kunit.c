@@ -742,7 +742,7 @@ static struct dv_case *dv_setup(struct kunit *test, const struct dv_kind *k,
 		c->workers[i].leaf = c->cg[1 + i];
 	}
 
-	mnt = cgroup_mount_for_test(NULL, &root);
+	mnt = cgroup_mount_for_test(NULL, NULL, &root);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL_MSG(test, mnt, "mounting the default hierarchy");
 	c->mnt = mnt;
 	KUNIT_ASSERT_PTR_EQ(test, root, &cgrp_dfl_root.cgrp);

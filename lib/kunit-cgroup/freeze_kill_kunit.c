@@ -601,7 +601,7 @@ static struct fk_case *fk_setup(struct kunit *test, unsigned long flags,
 		KUNIT_ASSERT_NOT_ERR_OR_NULL_MSG(test, c->cg[i], "creating %s", fk_name[i]);
 	}
 
-	mnt = cgroup_mount_for_test(NULL, &root);
+	mnt = cgroup_mount_for_test(NULL, NULL, &root);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL_MSG(test, mnt, "mounting the default hierarchy");
 	c->mnt = mnt;
 	KUNIT_ASSERT_PTR_EQ(test, root, &cgrp_dfl_root.cgrp);
@@ -1060,7 +1060,7 @@ static void kill_forks_in_flight(struct kunit *test)
 		c->cg[1 + i] = cgroup_create_for_test(c->cg[0], leaf);
 		KUNIT_ASSERT_NOT_ERR_OR_NULL_MSG(test, c->cg[1 + i], "creating %s", leaf);
 	}
-	c->mnt = cgroup_mount_for_test(NULL, &root);
+	c->mnt = cgroup_mount_for_test(NULL, NULL, &root);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL_MSG(test, c->mnt, "mounting the default hierarchy");
 	KUNIT_ASSERT_PTR_EQ(test, root, &cgrp_dfl_root.cgrp);
 	for (i = 0; i < nr; i++) {

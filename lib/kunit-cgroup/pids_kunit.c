@@ -230,7 +230,7 @@ static struct pd_case *pd_setup(struct kunit *test, unsigned int nr_victims)
 					cgroup_subtree_control_write_for_test(c->cg[0], "+pids"));
 	}
 
-	mnt = cgroup_mount_for_test(NULL, &root);
+	mnt = cgroup_mount_for_test(NULL, NULL, &root);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL_MSG(test, mnt, "mounting the default hierarchy");
 	c->mnt = mnt;
 	for (i = 1; i < PD_NR_CGROUPS; i++) {

@@ -637,7 +637,7 @@ static struct rr_case *rr_setup(struct kunit *test, enum rr_kind kind)
 	}
 	if (kind == RR_FILE) {
 		struct cgroup *root;
-		struct vfsmount *mnt = cgroup_mount_for_test(NULL, &root);
+		struct vfsmount *mnt = cgroup_mount_for_test(NULL, NULL, &root);
 
 		KUNIT_ASSERT_NOT_ERR_OR_NULL_MSG(test, mnt, "mounting the default hierarchy");
 		c->mnt = mnt;

@@ -24,6 +24,13 @@
  * The v1 root has notify_on_release set, which its cgroups inherit, so each
  * one that empties queues its release work.
  *
+ * v1_controllers runs v1_attach_paths on a hierarchy with the cpuset and
+ * freezer controllers bound to it ("-o cpuset,freezer,name=..."), so every
+ * move, attach-to-all, transfer and fork there runs cpuset v1's and the v1
+ * freezer's attach and fork callbacks, while a worker freezes and thaws
+ * its cgroups and reads cpuset.memory_pressure. The controllers leave the
+ * default hierarchy for the case and come back after it.
+ *
  * v1_release_agent_file writes two release agents to a v1 root's
  * release_agent file while others read it: each read shows one agent
  * whole, or none. No agent is ever run: that hierarchy has no task.
@@ -41,6 +48,12 @@
  *    accounting is consistent (cgroup_check_css_sets_for_test());
  *  - css task iterators find exactly the victims the bookkeeping puts in
  *    each cgroup of both hierarchies;
+ *  - with the controllers (v1_controllers): a victim runs on exactly the
+ *    CPUs of the cpuset it is in; each cgroup's freezer.state is THAWED
+ *    when neither it nor an ancestor was last written FROZEN, else
+ *    FREEZING or FROZEN; cpuset.memory_pressure reads 0 (the root's
+ *    memory_pressure_enabled is off, so no reclaim is ever recorded); the
+ *    controllers are back on the default hierarchy after the unmount;
  *  - after teardown every hierarchy the case mounted is gone (its id no
  *    longer resolves) and the css_sets and default-root cgroups are back
  *    to their baseline.
@@ -50,11 +63,13 @@
 
 #include <linux/cgroup.h>
 #include <linux/cgroup_kunit.h>
+#include <linux/cpumask.h>
 #include <linux/delay.h>
 #include <linux/file.h>
 #include <linux/fs.h>
 #include <linux/mount.h>
 #include <linux/mutex.h>
+#include <linux/nodemask.h>
 #include <linux/random.h>
 #include <linux/rwsem.h>
 #include <linux/sched/signal.h>
@@ -70,7 +85,13 @@
 enum v1_flags {
 	V1_TRANSFER	= BIT(0),	/* some steps are cgroup_transfer_tasks() */
 	V1_CHURN	= BIT(1),	/* worker 0 mounts and unmounts hierarchies */
+	V1_CONTROLLERS	= BIT(2),	/* cpuset and freezer on the v1 hierarchy */
 };
+
+/* v1_controllers: cpuset v1 and the v1 freezer, both bound to its hierarchy. */
+#define V1_HAS_CONTROLLERS	(IS_ENABLED(CONFIG_CPUSETS_V1) && \
+				 IS_ENABLED(CONFIG_CGROUP_FREEZER))
+#define V1_CONTROLLER_LIST	"cpuset,freezer"
 
 static const char * const v1_dfl_name[V1_NR_DFL] = { "top", "x0", "x1" };
 static const int v1_parent[V1_NR_V1] = { -1, 0, 0, 0, 1 };
@@ -101,6 +122,12 @@ struct v1_case {
 	struct file *dfl_procs[V1_NR_DFL];
 	struct file *v1_file[V1_NR_V1][V1_NR_VIA];
 	int hierarchy_id;
+	/* V1_CONTROLLERS: each v1 cgroup's CPUs, freezer.state and its writer. */
+	struct cpumask cpus[V1_NR_V1];
+	struct file *v1_freeze[V1_NR_V1];
+	bool frozen[V1_NR_V1];		/* last written FROZEN */
+	struct mutex freeze_lock;	/* serializes the freezer steps */
+	atomic_long_t freezes, thaws, pressure_reads;
 	/* Moves take it for reading, a transfer (which moves many) to write. */
 	struct rw_semaphore xfer;
 	struct cgk_herd *herd;
@@ -123,6 +150,16 @@ static struct cgroup *v1_cgroup_of(struct task_struct *task, int id)
 	return cgrp;
 }
 
+/*
+ * Whether @v runs on exactly the CPUs of its cpuset, as cpuset_attach()
+ * leaves the tasks it moves into a v1 cpuset. The caller holds @v->lock,
+ * which every move of @v takes, so nothing changes them meanwhile.
+ */
+static bool v1_cpus_match(struct v1_case *c, struct v1_victim *v)
+{
+	return cpumask_equal(&v->cv->task->cpus_mask, &c->cpus[v->v1]);
+}
+
 /* Whether @v is where the bookkeeping says, on both hierarchies. */
 static bool v1_check_victim(struct cgk_worker *w, struct v1_victim *v,
 			    const char *after)
@@ -138,6 +175,12 @@ static bool v1_check_victim(struct cgk_worker *w, struct v1_victim *v,
 	if (v1_cgroup_of(task, c->hierarchy_id) != c->v1[v->v1]) {
 		cgk_fail(w, "after %s: victim not in %s on the v1 hierarchy",
 			 after, v1_name[v->v1]);
+		return false;
+	}
+	if ((c->flags & V1_CONTROLLERS) && !v1_cpus_match(c, v)) {
+		cgk_fail(w, "after %s: victim in cpuset %s runs on CPUs %*pbl, not %*pbl",
+			 after, v1_name[v->v1], cpumask_pr_args(&task->cpus_mask),
+			 cpumask_pr_args(&c->cpus[v->v1]));
 		return false;
 	}
 	return true;
@@ -263,6 +306,73 @@ out:
 	up_write(&c->xfer);
 }
 
+static int v1_path(char *buf, size_t size, int i);
+
+/* Whether v1 cgroup @i or one of its ancestors was last written FROZEN. */
+static bool v1_freezing(struct v1_case *c, int i)
+{
+	for (; i > 0; i = v1_parent[i]) {
+		if (c->frozen[i])
+			return true;
+	}
+	return false;
+}
+
+/*
+ * V1_CONTROLLERS: freeze or thaw one v1 cgroup through its freezer.state,
+ * then read every cgroup's state back (freezer_read() updates each one
+ * under freezer_mutex), and cpuset.memory_pressure of one of them
+ * (fmeter_getrate() under its &fmp->lock).
+ */
+static void v1_controller_step(struct cgk_worker *w)
+{
+	struct v1_case *c = w->gang->data;
+	int i = 1 + cgk_rand(w, V1_NR_V1 - 1);
+	bool freeze = cgk_rand(w, 2);
+	char path[96], buf[32];
+	ssize_t n;
+	int ret, len;
+
+	mutex_lock(&c->freeze_lock);
+	ret = cgk_file_write(c->v1_freeze[i], freeze ? "FROZEN\n" : "THAWED\n");
+	if (ret) {
+		cgk_fail(w, "writing %s to %s's freezer.state: %d",
+			 freeze ? "FROZEN" : "THAWED", v1_name[i], ret);
+		goto out;
+	}
+	c->frozen[i] = freeze;
+	atomic_long_inc(freeze ? &c->freezes : &c->thaws);
+	for (i = 1; i < V1_NR_V1; i++) {
+		len = v1_path(path, sizeof(path), i);
+		strscpy(path + len, "freezer.state", sizeof(path) - len);
+		n = cgk_file_read(c->mnt, path, buf, sizeof(buf));
+		if (n < 0) {
+			cgk_fail(w, "reading %s: %zd", path, n);
+			goto out;
+		}
+		if (v1_freezing(c, i) ? !strcmp(buf, "THAWED\n") : strcmp(buf, "THAWED\n")) {
+			cgk_fail(w, "%s reads %.*s, %s", path, (int)strcspn(buf, "\n"), buf,
+				 v1_freezing(c, i) ? "yet it or an ancestor was frozen" :
+				 "yet neither it nor an ancestor is frozen");
+			goto out;
+		}
+	}
+out:
+	mutex_unlock(&c->freeze_lock);
+
+	i = cgk_rand(w, V1_NR_V1);
+	len = v1_path(path, sizeof(path), i);
+	strscpy(path + len, "cpuset.memory_pressure", sizeof(path) - len);
+	n = cgk_file_read(c->mnt, path, buf, sizeof(buf));
+	if (n < 0)
+		cgk_fail(w, "reading %s: %zd", path, n);
+	else if (strcmp(buf, "0\n"))
+		cgk_fail(w, "%s reads %.*s with memory_pressure_enabled off", path,
+			 (int)strcspn(buf, "\n"), buf);
+	else
+		atomic_long_inc(&c->pressure_reads);
+}
+
 static bool v1_no_children(void *arg)
 {
 	struct cgroup *cgrp = arg;
@@ -318,7 +428,7 @@ static void v1_churn_step(struct cgk_worker *w)
 
 	snprintf(name, sizeof(name), "cgk-churn-%d-%u", c->test->param_index,
 		 ++c->churn_gen);
-	mnt = cgroup_mount_for_test(name, &root);
+	mnt = cgroup_mount_for_test(name, NULL, &root);
 	if (IS_ERR(mnt)) {
 		cgk_fail(w, "mounting %s: %pe", name, mnt);
 		return;
@@ -373,6 +483,10 @@ static void v1_step(struct cgk_worker *w)
 		v1_transfer_step(w);
 		return;
 	}
+	if ((c->flags & V1_CONTROLLERS) && op == 7) {
+		v1_controller_step(w);
+		return;
+	}
 	down_read(&c->xfer);
 	if (op < 3)
 		v1_attach_all_step(w);
@@ -412,6 +526,9 @@ static void v1_close_files(struct v1_case *c)
 				fput(c->v1_file[i][via]);
 			c->v1_file[i][via] = NULL;
 		}
+		if (c->v1_freeze[i])
+			fput(c->v1_freeze[i]);
+		c->v1_freeze[i] = NULL;
 	}
 	/* A kthread's last fput() is deferred: the mounts stay until then. */
 	flush_delayed_fput();
@@ -448,6 +565,78 @@ static int v1_path(char *buf, size_t size, int i)
 	return scnprintf(buf, size, "%s/", v1_name[i]);
 }
 
+struct v1_mount {
+	const char *name, *controllers;
+	struct cgroup *root;
+	struct vfsmount *mnt;
+};
+
+static bool v1_mount_done(void *arg)
+{
+	struct v1_mount *m = arg;
+
+	m->mnt = cgroup_mount_for_test(m->name, m->controllers, &m->root);
+	return m->mnt != ERR_PTR(-EBUSY);
+}
+
+/*
+ * Mount a v1 hierarchy. With controllers, wait for them to be free: the
+ * default hierarchy keeps them while earlier cases' removed cgroups there
+ * are still being released, and a hierarchy unmounted before is freed
+ * after an RCU grace period.
+ */
+static struct vfsmount *v1_mount(const char *name, const char *controllers,
+				 struct cgroup **rootp)
+{
+	struct v1_mount m = { .name = name, .controllers = controllers };
+
+	cgk_wait_for(v1_mount_done, &m, V1_SETTLE_TIMEOUT_MS);
+	if (!IS_ERR(m.mnt))
+		*rootp = m.root;
+	return m.mnt;
+}
+
+/*
+ * Give each v1 cpuset CPUs and memory, without which it takes no task: p0
+ * the first half of the active CPUs, p1 the rest, p2 all of them, q0 (in
+ * p0) the first; a task moved to the root may run on any possible CPU.
+ * Open each cgroup's freezer.state for the freezer steps.
+ */
+static void v1_setup_controllers(struct v1_case *c)
+{
+	struct kunit *test = c->test;
+	unsigned int n = num_active_cpus(), k = 0, cpu;
+	char path[96], mems[16], text[64];
+	struct file *file;
+	int i, len;
+
+	cpumask_copy(&c->cpus[0], cpu_possible_mask);
+	for_each_cpu(cpu, cpu_active_mask) {
+		cpumask_set_cpu(cpu, &c->cpus[k < max(n / 2, 1U) ? 1 : 2]);
+		cpumask_set_cpu(cpu, &c->cpus[3]);
+		if (!k++)
+			cpumask_set_cpu(cpu, &c->cpus[4]);
+	}
+	if (cpumask_empty(&c->cpus[2]))
+		cpumask_copy(&c->cpus[2], &c->cpus[1]);
+	snprintf(mems, sizeof(mems), "%d\n", first_node(node_states[N_MEMORY]));
+
+	for (i = 1; i < V1_NR_V1; i++) {
+		len = v1_path(path, sizeof(path), i);
+		strscpy(path + len, "cpuset.cpus", sizeof(path) - len);
+		scnprintf(text, sizeof(text), "%*pbl\n", cpumask_pr_args(&c->cpus[i]));
+		file = cgk_file_open_for_test(test, c->mnt, path);
+		KUNIT_EXPECT_EQ_MSG(test, cgk_file_write(file, text), 0, "writing %s", path);
+		fput(file);
+		strscpy(path + len, "cpuset.mems", sizeof(path) - len);
+		file = cgk_file_open_for_test(test, c->mnt, path);
+		KUNIT_EXPECT_EQ_MSG(test, cgk_file_write(file, mems), 0, "writing %s", path);
+		fput(file);
+		strscpy(path + len, "freezer.state", sizeof(path) - len);
+		c->v1_freeze[i] = cgk_file_open_for_test(test, c->mnt, path);
+	}
+}
+
 static struct v1_case *v1_setup(struct kunit *test, unsigned long flags,
 				unsigned int nr_victims)
 {
@@ -462,6 +651,7 @@ static struct v1_case *v1_setup(struct kunit *test, unsigned long flags,
 	c->test = test;
 	c->flags = flags;
 	init_rwsem(&c->xfer);
+	mutex_init(&c->freeze_lock);
 	c->victims = kunit_kcalloc(test, nr_victims, sizeof(*c->victims), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, c->victims);
 	c->herd = cgk_herd_alloc(test, nr_victims, CGK_VICTIM_FORK);
@@ -472,8 +662,10 @@ static struct v1_case *v1_setup(struct kunit *test, unsigned long flags,
 
 	/* Unique names: a failed case may leave its hierarchies behind. */
 	snprintf(name, sizeof(name), "cgk-v1-%s-%d", test->name, test->param_index);
-	mnt = cgroup_mount_for_test(name, &c->v1[0]);
-	KUNIT_ASSERT_NOT_ERR_OR_NULL_MSG(test, mnt, "mounting %s", name);
+	mnt = v1_mount(name, flags & V1_CONTROLLERS ? V1_CONTROLLER_LIST : NULL, &c->v1[0]);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL_MSG(test, mnt, "mounting %s%s%s", name,
+					 flags & V1_CONTROLLERS ? " with " : "",
+					 flags & V1_CONTROLLERS ? V1_CONTROLLER_LIST : "");
 	c->mnt = mnt;
 	c->hierarchy_id = c->v1[0]->root->hierarchy_id;
 	/* What writing 1 to its notify_on_release does; children inherit it. */
@@ -482,6 +674,8 @@ static struct v1_case *v1_setup(struct kunit *test, unsigned long flags,
 		c->v1[i] = cgroup_create_for_test(c->v1[v1_parent[i]], v1_name[i]);
 		KUNIT_ASSERT_NOT_ERR_OR_NULL_MSG(test, c->v1[i], "creating %s", v1_name[i]);
 	}
+	if (flags & V1_CONTROLLERS)
+		v1_setup_controllers(c);
 	for (i = 0; i < V1_NR_DFL; i++) {
 		c->dfl[i] = cgroup_create_for_test(i ? c->dfl[0] : &cgrp_dfl_root.cgrp,
 						   i ? v1_dfl_name[i] : name);
@@ -489,7 +683,7 @@ static struct v1_case *v1_setup(struct kunit *test, unsigned long flags,
 						 v1_dfl_name[i]);
 	}
 
-	mnt = cgroup_mount_for_test(NULL, &dfl_root);
+	mnt = cgroup_mount_for_test(NULL, NULL, &dfl_root);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL_MSG(test, mnt, "mounting the default hierarchy");
 	c->dfl_mnt = mnt;
 	KUNIT_ASSERT_PTR_EQ(test, dfl_root, &cgrp_dfl_root.cgrp);
@@ -556,6 +750,12 @@ static void v1_check_membership(struct v1_case *c)
 					c->v1[c->victims[i].v1],
 					"victim %u is not in v1 %s", i,
 					v1_name[c->victims[i].v1]);
+		if (c->flags & V1_CONTROLLERS)
+			KUNIT_EXPECT_TRUE_MSG(test, v1_cpus_match(c, &c->victims[i]),
+					      "victim %u in cpuset %s runs on CPUs %*pbl, not %*pbl",
+					      i, v1_name[c->victims[i].v1],
+					      cpumask_pr_args(&task->cpus_mask),
+					      cpumask_pr_args(&c->cpus[c->victims[i].v1]));
 	}
 	for (cg = 0; cg < V1_NR_DFL; cg++) {
 		for (expected = 0, i = 0; i < c->nr_victims; i++)
@@ -583,9 +783,22 @@ static unsigned int v1_nr_left(struct v1_case *c)
 	return n;
 }
 
+/* Whether cpuset and the freezer are bound to the default hierarchy. */
+static bool v1_controllers_home(void)
+{
+#if V1_HAS_CONTROLLERS
+	return cgroup_subsys_on_dfl(cpuset_cgrp_subsys) &&
+	       cgroup_subsys_on_dfl(freezer_cgrp_subsys);
+#else
+	return true;
+#endif
+}
+
 static bool v1_all_gone(void *arg)
 {
-	return !v1_nr_left(arg);
+	struct v1_case *c = arg;
+
+	return !v1_nr_left(c) && (!(c->flags & V1_CONTROLLERS) || v1_controllers_home());
 }
 
 /* ---- the cases ---------------------------------------------------------- */
@@ -621,17 +834,40 @@ static void v1_run(struct kunit *test, unsigned long flags)
 	if (flags & V1_CHURN)
 		CGK_EXPECT_EXERCISED(test, atomic_long_read(&c->churns),
 				     "no hierarchy was mounted and destroyed");
+	if (flags & V1_CONTROLLERS) {
+		kunit_info(test, "with %s: %ld freezes, %ld thaws, %ld memory_pressure reads\n",
+			   V1_CONTROLLER_LIST, atomic_long_read(&c->freezes),
+			   atomic_long_read(&c->thaws), atomic_long_read(&c->pressure_reads));
+		CGK_EXPECT_EXERCISED(test, atomic_long_read(&c->freezes), "nothing was frozen");
+		CGK_EXPECT_EXERCISED(test, atomic_long_read(&c->thaws), "nothing was thawed");
+		CGK_EXPECT_EXERCISED(test, atomic_long_read(&c->pressure_reads),
+				     "cpuset.memory_pressure was never read");
+	}
 
 	v1_check_membership(c);
 	KUNIT_EXPECT_EQ_MSG(test, cgroup_check_css_sets_for_test(&res, buf, sizeof(buf)), 0,
 			    "css_set accounting: %s", buf);
 
 	kunit_release_action(test, v1_teardown, c);
-	if (!cgk_wait_for(v1_all_gone, c, V1_SETTLE_TIMEOUT_MS))
-		KUNIT_FAIL(test,
-			   "%u of the %u hierarchies mounted are still there %d ms after their unmount",
-			   v1_nr_left(c), c->nr_churn_ids + 1, V1_SETTLE_TIMEOUT_MS);
+	if (!cgk_wait_for(v1_all_gone, c, V1_SETTLE_TIMEOUT_MS)) {
+		if (v1_nr_left(c))
+			KUNIT_FAIL(test,
+				   "%u of the %u hierarchies mounted are still there %d ms after their unmount",
+				   v1_nr_left(c), c->nr_churn_ids + 1, V1_SETTLE_TIMEOUT_MS);
+		else
+			KUNIT_FAIL(test,
+				   "%s not back on the default hierarchy %d ms after the unmount",
+				   V1_CONTROLLER_LIST, V1_SETTLE_TIMEOUT_MS);
+	}
 	cgk_expect_baseline(test, &c->base, V1_SETTLE_TIMEOUT_MS);
+}
+
+/* The attach paths on a hierarchy with cpuset and the v1 freezer bound to it. */
+static void v1_controllers(struct kunit *test)
+{
+	if (!V1_HAS_CONTROLLERS)
+		kunit_skip(test, "needs CONFIG_CPUSETS_V1 and CONFIG_CGROUP_FREEZER");
+	v1_run(test, V1_TRANSFER | V1_CONTROLLERS);
 }
 
 /* ---- v1_release_agent_file --------------------------------------------- */
@@ -712,7 +948,7 @@ static void v1_release_agent_file(struct kunit *test)
 	ra = kunit_kzalloc(test, sizeof(*ra), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, ra);
 	snprintf(name, sizeof(name), "cgk-v1-ra-%u", get_random_u32());
-	ra->mnt = cgroup_mount_for_test(name, &ra->root);
+	ra->mnt = cgroup_mount_for_test(name, NULL, &ra->root);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL_MSG(test, ra->mnt, "mounting %s", name);
 	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, v1_ra_teardown, ra));
 
@@ -754,6 +990,7 @@ static void v1_mount_churn(struct kunit *test)
 static struct kunit_case cgroup_v1_cases[] = {
 	CGK_CASE(v1_attach_paths),
 	CGK_CASE(v1_mount_churn),
+	CGK_CASE(v1_controllers),
 	KUNIT_CASE(v1_release_agent_file),
 	{}
 };
