@@ -303,13 +303,33 @@ class Gap:
     kind: str  # "missing" or "unexpected"
 
 
-def compare(table: Sequence[Lock], got: Reached) -> tuple[list[list[str]], list[Gap], int, int]:
-    """(rows of the table, gaps, production cells reached, production cells)."""
+def built_configs(config_text: str) -> set[str]:
+    """The options a kernel .config sets (=y or =m)."""
+    out: set[str] = set()
+    for line in config_text.splitlines():
+        name, eq, value = line.partition("=")
+        if eq and name.startswith("CONFIG_") and value in ("y", "m"):
+            out.add(name)
+    return out
+
+
+def not_built(lock: Lock, built: set[str] | None) -> bool:
+    """Whether the kernel has no code for the lock (its config is off); None: not known."""
+    return built is not None and bool(lock.needs) and lock.needs not in built
+
+
+def compare(table: Sequence[Lock], got: Reached, built: set[str] | None = None
+            ) -> tuple[list[list[str]], list[Gap], int, int]:
+    """(rows of the table, gaps, production cells reached, production cells). built: the
+    kernel's configs; a lock whose config is off is "not built", its cells not counted."""
     rows: list[list[str]] = []
     gaps: list[Gap] = []
     hit = total = 0
     for lock in table:
         bits = got.classes.get(lock.name, set())
+        if not_built(lock, built) and not bits:
+            rows.append([lock.name, "not built", *("n/a" for _ in CONTEXTS)])
+            continue
         usage = "registered" if lock.name in got.registered else "never taken"
         row = [lock.name, usage]
         for ctx in CONTEXTS:
@@ -334,13 +354,15 @@ def compare(table: Sequence[Lock], got: Reached) -> tuple[list[list[str]], list[
 
 
 LEGEND = ("cells: W/R reached as the kernel does; W?/R? the kernel does, the suite did not "
-          "(to do); W!/R! the suite did, the table says the kernel never does; - neither")
+          "(to do); W!/R! the suite did, the table says the kernel never does; - neither; "
+          "n/a the lock's code is not in this kernel")
 
 
-def format_table(table: Sequence[Lock], got: Reached, source: str, why: bool = False) -> str:
+def format_table(table: Sequence[Lock], got: Reached, source: str, why: bool = False,
+                 built: set[str] | None = None) -> str:
     """The table, then the to-do list (missing cells with their reasons), then anything
-    unexpected; with why, every cell's reason."""
-    rows, gaps, hit, total = compare(table, got)
+    unexpected; with why, every cell's reason. built: as compare()."""
+    rows, gaps, hit, total = compare(table, got, built)
     head = ["lock class", "lockdep", *CONTEXTS]
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     lines = [f"reach of {source}: {hit} of {total} production cells reached, "
@@ -353,6 +375,10 @@ def format_table(table: Sequence[Lock], got: Reached, source: str, why: bool = F
     for r in rows:
         lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
     lines.append(LEGEND)
+    absent = [lk for lk in table if not_built(lk, built) and not got.classes.get(lk.name)]
+    if absent:
+        lines.append("not in this kernel (reach them on a profile that builds them): "
+                     + ", ".join(f"{lk.name} ({lk.needs} off)" for lk in absent))
     missing = [g for g in gaps if g.kind == "missing"]
     if missing:
         lines.append("to do (the kernel takes these, the suite did not):")
@@ -372,11 +398,14 @@ def format_table(table: Sequence[Lock], got: Reached, source: str, why: bool = F
     return "\n".join(lines) + "\n"
 
 
-def to_json(table: Sequence[Lock], got: Reached, source: str) -> dict[str, Any]:
-    rows, gaps, hit, total = compare(table, got)
+def to_json(table: Sequence[Lock], got: Reached, source: str,
+            built: set[str] | None = None) -> dict[str, Any]:
+    rows, gaps, hit, total = compare(table, got, built)
     return {"source": source, "debug_locks": got.debug_locks,
             "lockdep_classes": got.lockdep_classes, "reached": hit, "production": total,
             "locks": [{"name": lk.name, "where": lk.where, "needs": lk.needs,
+                       "built": None if built is None or not lk.needs
+                       else lk.needs in built,
                        "registered": lk.name in got.registered,
                        "variants": got.variants.get(lk.name, []),
                        "usage": sorted(f"{c}:{m}" for c, m in got.classes.get(lk.name, ())),
@@ -416,12 +445,22 @@ def check_profile(name: str) -> None:
                           f"got {name!r}")
 
 
-def print_reach(got: Reached, source: str, dest: Path | None, why: bool) -> None:
-    text = format_table(PRODUCTION, got, source, why)
+def kernel_configs(ctx: Context, profile_name: str) -> set[str] | None:
+    """The configs of the profile's last build (its .config), or None where there is none."""
+    path = profiles.out_dir(ctx.build, profiles.load_profile(ctx.repo, profile_name)) / ".config"
+    try:
+        return built_configs(path.read_text(errors="replace"))
+    except OSError:
+        return None
+
+
+def print_reach(got: Reached, source: str, dest: Path | None, why: bool,
+                built: set[str] | None = None) -> None:
+    text = format_table(PRODUCTION, got, source, why, built)
     print(text, end="")
     if dest is not None:
-        write_json(dest / "reach.json", to_json(PRODUCTION, got, source))
-        (dest / "reach.txt").write_text(format_table(PRODUCTION, got, source, True))
+        write_json(dest / "reach.json", to_json(PRODUCTION, got, source, built))
+        (dest / "reach.txt").write_text(format_table(PRODUCTION, got, source, True, built))
         print(f"  json: {dest / 'reach.json'}")
 
 
@@ -439,7 +478,8 @@ def run_reach(ctx: Context, opts: RunOptions, console: Path | None = None, last:
         if not log.is_file():
             raise DriverError(f"no earlier run of {opts.profile} ({log} is missing): "
                               f"run make reach, or make run first")
-        print_reach(from_report(read_console(log), str(log)), str(log), dest, why)
+        print_reach(from_report(read_console(log), str(log)), str(log), dest, why,
+                    kernel_configs(ctx, opts.profile))
         return 0
     profiles.load_profile(ctx.repo, opts.profile)
     opts.filter_glob = ""
@@ -452,7 +492,7 @@ def run_reach(ctx: Context, opts: RunOptions, console: Path | None = None, last:
         raise_refused([report])
         code = exit_code(report.status)
         return code if code else EXIT_ERROR
-    print_reach(got, source, dest, why)
+    print_reach(got, source, dest, why, kernel_configs(ctx, opts.profile))
     if report.status != "pass":
         say(f"the suite did not pass ({report.status}): the reach is of what ran")
     raise_refused([report])

@@ -225,3 +225,63 @@ def test_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert _fails(["reach", "--last", "--console", str(bad)], capsys)  # exclusive
     assert "no earlier run" in _fails(["--build-dir", str(tmp_path / "b"), "reach", "--last"],
                                       capsys)
+
+
+UM_CONFIG = DATA / "um_lockdep_config_excerpt"  # cgroup, cpuset and SMP lines of a real build
+
+
+def test_built_configs_reads_a_real_config() -> None:
+    built = reach.built_configs(UM_CONFIG.read_text())
+    assert {"CONFIG_CPUSETS", "CONFIG_CPUSETS_V1", "CONFIG_CGROUP_FREEZER",
+            "CONFIG_CGROUP_RDMA", "CONFIG_CGROUP_DMEM", "CONFIG_SMP"} <= built
+    assert "CONFIG_HOTPLUG_CPU" not in built   # UML has no CPU hotplug
+    assert reach.built_configs("CONFIG_A=m\n# CONFIG_B is not set\nCONFIG_C=n\n"
+                               "CONFIG_D=\"y\"\nCONFIG_E=y\n") == {"CONFIG_A", "CONFIG_E"}
+
+
+def test_a_lock_the_kernel_does_not_build_is_not_counted() -> None:
+    """cpu_hotplug_lock on UML: "not built", no missing cells, named under the table;
+    every other lock counts as without the config."""
+    built = reach.built_configs(UM_CONFIG.read_text())
+    got = reach.reached(parse_console(REAL.read_text(errors="replace")).reach())
+    rows, gaps, hit, total = reach.compare(reach.PRODUCTION, got, built)
+    rows_all, gaps_all, hit_all, total_all = reach.compare(reach.PRODUCTION, got)
+    row = next(r for r in rows if r[0] == "cpu_hotplug_lock")
+    assert row[1:] == ["not built", "n/a", "n/a", "n/a", "n/a"]
+    assert (hit, total) == (hit_all, total_all - 4)
+    assert not any(g.lock == "cpu_hotplug_lock" for g in gaps)
+    assert [g for g in gaps_all if g.lock != "cpu_hotplug_lock"] == gaps
+    assert [r for r in rows_all if r[0] != "cpu_hotplug_lock"] == \
+        [r for r in rows if r[0] != "cpu_hotplug_lock"]
+    text = reach.format_table(reach.PRODUCTION, got, "um", built=built)
+    assert "not in this kernel (reach them on a profile that builds them): " \
+        "cpu_hotplug_lock (CONFIG_HOTPLUG_CPU off)" in text
+    assert "cpu_hotplug_lock W" not in text.split("to do")[-1]
+    locks = {lk["name"]: lk for lk in reach.to_json(reach.PRODUCTION, got, "um", built)["locks"]}
+    assert locks["cpu_hotplug_lock"]["built"] is False
+    assert locks["freezer_mutex"]["built"] is True and locks["cgroup_mutex"]["built"] is None
+    assert reach.to_json(reach.PRODUCTION, got, "um")["locks"][0]["built"] is None
+
+
+def test_a_lock_reached_is_counted_whatever_the_config_says() -> None:
+    table = (reach.Lock("a", "x.c", {"irqs-on": reach.Cell("W", "mutex")}, "CONFIG_A"),)
+    got = reach.reached(parse_console(SMALL.replace("name=cgroup_mutex", "name=a")).reach())
+    rows, _, hit, total = reach.compare(table, got, set())
+    assert rows[0][1] == "registered" and (hit, total) == (1, 1)
+
+
+def test_cli_last_reads_the_build_s_config(tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """--last: the profile's last console beside its build's .config."""
+    results = tmp_path / "results" / "um-lockdep"
+    results.mkdir(parents=True)
+    (results / "console.log").write_text(REAL.read_text(errors="replace"))
+    assert cli.main(["--build-dir", str(tmp_path), "reach", "--last"]) == 0
+    assert "not built" not in capsys.readouterr().out    # no build: every lock counts
+    out_dir = tmp_path / "out" / "um-lockdep"
+    out_dir.mkdir(parents=True)
+    (out_dir / ".config").write_text(UM_CONFIG.read_text())
+    assert cli.main(["--build-dir", str(tmp_path), "reach", "--last"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"cpu_hotplug_lock +not built +n/a", out)
+    assert "(CONFIG_HOTPLUG_CPU off)" in out and (results / "reach.json").is_file()
