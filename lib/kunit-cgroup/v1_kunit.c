@@ -25,11 +25,12 @@
  * one that empties queues its release work.
  *
  * v1_controllers runs v1_attach_paths on a hierarchy with the cpuset and
- * freezer controllers bound to it ("-o cpuset,freezer,name=..."), so every
- * move, attach-to-all, transfer and fork there runs cpuset v1's and the v1
- * freezer's attach and fork callbacks, while a worker freezes and thaws
- * its cgroups and reads cpuset.memory_pressure. The controllers leave the
- * default hierarchy for the case and come back after it.
+ * freezer controllers bound to it ("-o cpuset,freezer,name=..."), and cpu,
+ * perf_event, net_cls and net_prio where the kernel has them, so every
+ * move, attach-to-all, transfer and fork there runs their attach and fork
+ * callbacks, while a worker freezes and thaws its cgroups and reads
+ * cpuset.memory_pressure. The controllers leave the default hierarchy for
+ * the case and come back after it.
  *
  * v1_release_agent_file writes two release agents to a v1 root's
  * release_agent file while others read it: each read shows one agent
@@ -88,10 +89,34 @@ enum v1_flags {
 	V1_CONTROLLERS	= BIT(2),	/* cpuset and freezer on the v1 hierarchy */
 };
 
-/* v1_controllers: cpuset v1 and the v1 freezer, both bound to its hierarchy. */
+/*
+ * v1_controllers: cpuset v1 and the v1 freezer bound to its hierarchy, and
+ * each other controller with attach callbacks that the kernel has.
+ */
 #define V1_HAS_CONTROLLERS	(IS_ENABLED(CONFIG_CPUSETS_V1) && \
 				 IS_ENABLED(CONFIG_CGROUP_FREEZER))
-#define V1_CONTROLLER_LIST	"cpuset,freezer"
+#ifdef CONFIG_CGROUP_SCHED
+#define V1_CTL_CPU		",cpu"
+#else
+#define V1_CTL_CPU		""
+#endif
+#ifdef CONFIG_CGROUP_PERF
+#define V1_CTL_PERF		",perf_event"
+#else
+#define V1_CTL_PERF		""
+#endif
+#ifdef CONFIG_CGROUP_NET_CLASSID
+#define V1_CTL_NET_CLS		",net_cls"
+#else
+#define V1_CTL_NET_CLS		""
+#endif
+#ifdef CONFIG_CGROUP_NET_PRIO
+#define V1_CTL_NET_PRIO		",net_prio"
+#else
+#define V1_CTL_NET_PRIO		""
+#endif
+#define V1_CONTROLLER_LIST	"cpuset,freezer" V1_CTL_CPU V1_CTL_PERF \
+				V1_CTL_NET_CLS V1_CTL_NET_PRIO
 
 static const char * const v1_dfl_name[V1_NR_DFL] = { "top", "x0", "x1" };
 static const int v1_parent[V1_NR_V1] = { -1, 0, 0, 0, 1 };
@@ -783,15 +808,28 @@ static unsigned int v1_nr_left(struct v1_case *c)
 	return n;
 }
 
-/* Whether cpuset and the freezer are bound to the default hierarchy. */
+/* Whether the controllers of V1_CONTROLLER_LIST are on the default hierarchy. */
 static bool v1_controllers_home(void)
 {
+	bool home = true;
+
 #if V1_HAS_CONTROLLERS
-	return cgroup_subsys_on_dfl(cpuset_cgrp_subsys) &&
-	       cgroup_subsys_on_dfl(freezer_cgrp_subsys);
-#else
-	return true;
+	home &= cgroup_subsys_on_dfl(cpuset_cgrp_subsys) &&
+		cgroup_subsys_on_dfl(freezer_cgrp_subsys);
 #endif
+#ifdef CONFIG_CGROUP_SCHED
+	home &= cgroup_subsys_on_dfl(cpu_cgrp_subsys);
+#endif
+#ifdef CONFIG_CGROUP_PERF
+	home &= cgroup_subsys_on_dfl(perf_event_cgrp_subsys);
+#endif
+#ifdef CONFIG_CGROUP_NET_CLASSID
+	home &= cgroup_subsys_on_dfl(net_cls_cgrp_subsys);
+#endif
+#ifdef CONFIG_CGROUP_NET_PRIO
+	home &= cgroup_subsys_on_dfl(net_prio_cgrp_subsys);
+#endif
+	return home;
 }
 
 static bool v1_all_gone(void *arg)

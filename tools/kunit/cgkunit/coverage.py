@@ -1,7 +1,7 @@
 """make coverage: which lines of the kernel the suite drives (UML gcov + lcov).
 
 The um-coverage profile builds UML with CONFIG_GCOV; each object's .gcda is
-written when the kernel exits. lcov turns those of kernel/ and mm/ into one
+written when the kernel exits. lcov turns those of kernel/, mm/ and net/ into one
 .info file, which this module reads (the format is plain text: SF/FN/FNDA/BRDA/DA
 records) to report line and branch coverage and the functions never entered
 for the files and function groups a cgroup maintainer cares about, the attach
@@ -22,7 +22,7 @@ from .report import exit_code, raise_refused
 PROFILE = "um-coverage"
 PACKAGES = ("lcov",)
 # Object directories (under the build dir) whose .gcda files are captured.
-CAPTURE_DIRS = ("kernel", "mm")
+CAPTURE_DIRS = ("kernel", "mm", "net")
 NEVER_SHOWN = 6   # names of never-entered functions printed per target (all are in the JSON)
 
 
@@ -78,6 +78,12 @@ CALLBACKS: tuple[Target, ...] = (
            ("mem_cgroup_attach", "mem_cgroup_fork", "mem_cgroup_exit")),
     Target("kernel/cgroup/legacy_freezer.c", "freezer (v1): attach and fork callbacks",
            ("freezer_attach", "freezer_fork")),
+    Target("kernel/sched/core.c", "cpu: attach callbacks",
+           ("cpu_cgroup_can_attach", "cpu_cgroup_attach", "cpu_cgroup_cancel_attach")),
+    Target("net/core/netclassid_cgroup.c", "net_cls (v1): attach callback", ("cgrp_attach",)),
+    Target("net/core/netprio_cgroup.c", "net_prio (v1): attach callback", ("net_prio_attach",)),
+    # perf_event's perf_cgroup_attach(): UML has no perf events; x86_64 builds it, but
+    # coverage is UML's gcov only.
 )
 
 TARGETS: tuple[Target, ...] = (
