@@ -133,7 +133,7 @@ struct cs_case {
 	/* controllers: indices into cs_controllers[] the kernel has */
 	unsigned int avail[CS_MAX_CONTROLLERS];
 	unsigned int nr_ctrl;
-	unsigned int root_enabled;	/* bits of cs_controllers[] we enabled */
+	struct cgk_root_controllers root;	/* what we enabled on the root */
 	struct mutex ctrl_lock;		/* guards ctrl_on and the toggles */
 	unsigned int ctrl_on[CGK_TREE_NR];
 	atomic_long_t next_check;
@@ -147,10 +147,7 @@ struct cs_case {
 static const int cs_target[CS_NR_TARGETS] = { 3, 4, 5, 6, 7, 8, 9, 10, 11, 12 };
 
 /* Controllers used where the kernel has them; the table ends with NULL. */
-static const struct cs_controller {
-	const char *name;
-	int ssid;
-} cs_controllers[] = {
+static const struct cgk_controller cs_controllers[] = {
 #if IS_ENABLED(CONFIG_MEMCG)
 	{ "memory", memory_cgrp_id },
 #endif
@@ -390,26 +387,29 @@ static void cs_put_slots(struct cs_case *c)
 
 /* ---- migrators and controller toggles ----------------------------------- */
 
+static int cs_write_control(struct cgroup *cgrp, char sign, unsigned int k)
+{
+	return cgk_write_control(cgrp, sign, &cs_controllers[k]);
+}
+
 /* Flip one controller in a0's or a1's subtree_control. */
 static void cs_toggle_step(struct cgk_worker *w)
 {
 	struct cs_case *c = w->gang->data;
 	unsigned int k = c->avail[cgk_rand(w, c->nr_ctrl)];
 	int a = 1 + cgk_rand(w, 2);
-	char buf[16];
 	bool on;
 	int ret;
 
 	mutex_lock(&c->ctrl_lock);
 	on = c->ctrl_on[a] & BIT(k);
-	snprintf(buf, sizeof(buf), "%c%s", on ? '-' : '+', cs_controllers[k].name);
-	ret = cgroup_subtree_control_write_for_test(c->tree.cg[a], buf);
+	ret = cs_write_control(c->tree.cg[a], on ? '-' : '+', k);
 	if (!ret) {
 		c->ctrl_on[a] ^= BIT(k);
 		atomic_long_inc(&c->toggles);
 	} else {
-		cgk_fail(w, "writing \"%s\" to %s's subtree_control: %d",
-			 buf, cgk_tree_name(a), ret);
+		cgk_fail(w, "writing \"%c%s\" to %s's subtree_control: %d",
+			 on ? '-' : '+', cs_controllers[k].name, cgk_tree_name(a), ret);
 	}
 	mutex_unlock(&c->ctrl_lock);
 }
@@ -518,31 +518,6 @@ static const struct cgk_gang_ops cs_gang_ops = {
 
 /* ---- fixture ------------------------------------------------------------ */
 
-static int cs_write_control(struct cgroup *cgrp, char sign, unsigned int k)
-{
-	char buf[16];
-
-	snprintf(buf, sizeof(buf), "%c%s", sign, cs_controllers[k].name);
-	return cgroup_subtree_control_write_for_test(cgrp, buf);
-}
-
-/* Give the root's subtree_control back the controllers we enabled there. */
-static void cs_restore_root(struct cs_case *c)
-{
-	unsigned int k;
-	int ret;
-
-	for (k = 0; cs_controllers[k].name; k++) {
-		if (!(c->root_enabled & BIT(k)))
-			continue;
-		ret = cs_write_control(&cgrp_dfl_root.cgrp, '-', k);
-		if (ret)
-			KUNIT_FAIL(c->test, "restoring the root's subtree_control: -%s: %d",
-				   cs_controllers[k].name, ret);
-		c->root_enabled &= ~BIT(k);
-	}
-}
-
 /* Cleanup action: stop everything, remove the hierarchy, whatever failed. */
 static void cs_teardown(void *arg)
 {
@@ -551,39 +526,19 @@ static void cs_teardown(void *arg)
 	cs_put_slots(c);
 	cgk_herd_stop(c->herd, CS_SETTLE_TIMEOUT_MS);
 	if (cgk_tree_remove(c->test, &c->tree, CS_SETTLE_TIMEOUT_MS))
-		cs_restore_root(c);
+		cgk_root_controllers_restore(c->test, &c->root);
 }
 
-/*
- * Enable the controllers the kernel has on the root, where they are not
- * yet; the ones compiled out or disabled at boot are left out.
- */
+/* Enable the controllers the kernel has on the root; list the usable ones. */
 static void cs_enable_root_controllers(struct cs_case *c)
 {
-	struct kunit *test = c->test;
 	unsigned int k;
-	u16 mask;
-	int ret;
 
-	/*
-	 * Only the writes below change it while the suite runs. Not under
-	 * cgroup_lock(): cgroup_mutex is exported to modules only with lockdep.
-	 */
-	mask = READ_ONCE(cgrp_dfl_root.cgrp.subtree_control);
-
+	c->root.ctrls = cs_controllers;
+	cgk_root_controllers_enable(c->test, &c->root);
 	for (k = 0; cs_controllers[k].name; k++) {
-		if (!(mask & BIT(cs_controllers[k].ssid))) {
-			ret = cs_write_control(&cgrp_dfl_root.cgrp, '+', k);
-			if (ret == -EINVAL || ret == -ENOENT) {
-				kunit_info(test, "%s controller not available (%d): not using it\n",
-					   cs_controllers[k].name, ret);
-				continue;
-			}
-			KUNIT_ASSERT_EQ_MSG(test, ret, 0, "enabling %s on the root cgroup",
-					    cs_controllers[k].name);
-			c->root_enabled |= BIT(k);
-		}
-		c->avail[c->nr_ctrl++] = k;
+		if (c->root.avail & BIT(k))
+			c->avail[c->nr_ctrl++] = k;
 	}
 }
 

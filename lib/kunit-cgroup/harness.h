@@ -256,6 +256,32 @@ struct cgroup *cgk_where(struct task_struct *task);
 bool cgk_leaf_remove(struct kunit *test, struct cgroup *leaf,
 		     unsigned int timeout_ms);
 
+/**
+ * struct cgk_controller - a controller a case uses where the kernel has it
+ * @name: as written to cgroup.subtree_control
+ * @ssid: its subsystem id
+ */
+struct cgk_controller {
+	const char *name;
+	int ssid;
+};
+
+/**
+ * struct cgk_root_controllers - controllers a case needs on the default root
+ * @ctrls: the table, ending with a NULL @name
+ * @avail: bits of @ctrls enabled on the root, by the case or before it
+ * @enabled: bits of @ctrls the case enabled there and must disable again
+ */
+struct cgk_root_controllers {
+	const struct cgk_controller *ctrls;
+	unsigned int avail;
+	unsigned int enabled;
+};
+
+int cgk_write_control(struct cgroup *cgrp, char sign, const struct cgk_controller *ctrl);
+void cgk_root_controllers_enable(struct kunit *test, struct cgk_root_controllers *rc);
+void cgk_root_controllers_restore(struct kunit *test, struct cgk_root_controllers *rc);
+
 #define CGK_TREE_NR		13		/* top, a0..a2, b00..b22 */
 #define CGK_TREE_EPHEMERAL	CGK_TREE_NR	/* index of the leaf rmdir races */
 

@@ -3,7 +3,8 @@
  * Test hierarchies for the cgroup_kunit suites: the 13-cgroup tree that the
  * migrate and css_set suites move victims around in, with the leaf in its
  * top that a worker keeps removing and re-creating, the removal of test
- * cgroups, and the baselines a case must get back to. See harness.h.
+ * cgroups, the controllers cases enable on the default root, and the
+ * baselines a case must get back to. See harness.h.
  */
 
 #include <linux/cgroup.h>
@@ -11,6 +12,7 @@
 #include <linux/delay.h>
 #include <linux/mutex.h>
 #include <linux/rcupdate.h>
+#include <linux/string.h>
 
 #include "harness.h"
 
@@ -318,4 +320,84 @@ void cgk_expect_baseline(struct kunit *test, const struct cgk_baseline *b,
 			   "css_sets %u (baseline %u), cgroups %d (baseline %d) %u ms after teardown",
 			   cgroup_nr_css_sets_for_test(), b->css_sets,
 			   atomic_read(&cgrp_dfl_root.nr_cgrps), b->nr_cgrps, timeout_ms);
+}
+
+/**
+ * cgk_write_control - enable or disable one controller below a cgroup
+ * @cgrp: whose cgroup.subtree_control is written
+ * @sign: '+' or '-'
+ * @ctrl: the controller
+ *
+ * Return: 0, or the error the write of "+name" or "-name" returned.
+ */
+int cgk_write_control(struct cgroup *cgrp, char sign, const struct cgk_controller *ctrl)
+{
+	char buf[32];
+
+	snprintf(buf, sizeof(buf), "%c%s", sign, ctrl->name);
+	return cgroup_subtree_control_write_for_test(cgrp, buf);
+}
+
+/**
+ * cgk_root_controllers_enable - enable a case's controllers on the root
+ * @test: the case, asserted on: call from its own thread only
+ * @rc: @rc->ctrls set, the masks zero
+ *
+ * Enables on the default root each controller of @rc->ctrls that is not
+ * enabled there yet; those compiled out or disabled at boot are left out,
+ * saying so. Register a cleanup action that calls
+ * cgk_root_controllers_restore() before this.
+ */
+void cgk_root_controllers_enable(struct kunit *test, struct cgk_root_controllers *rc)
+{
+	unsigned int k;
+	u16 mask;
+	int ret;
+
+	/*
+	 * Only the suite's writes change it while the suite runs. Not under
+	 * cgroup_lock(): cgroup_mutex is exported to modules only with lockdep.
+	 */
+	mask = READ_ONCE(cgrp_dfl_root.cgrp.subtree_control);
+
+	for (k = 0; rc->ctrls[k].name; k++) {
+		if (!(mask & BIT(rc->ctrls[k].ssid))) {
+			ret = cgk_write_control(&cgrp_dfl_root.cgrp, '+', &rc->ctrls[k]);
+			if (ret == -EINVAL || ret == -ENOENT) {
+				kunit_info(test, "%s controller not available (%d): not using it\n",
+					   rc->ctrls[k].name, ret);
+				continue;
+			}
+			KUNIT_ASSERT_EQ_MSG(test, ret, 0, "enabling %s on the root cgroup",
+					    rc->ctrls[k].name);
+			rc->enabled |= BIT(k);
+		}
+		rc->avail |= BIT(k);
+	}
+}
+
+/**
+ * cgk_root_controllers_restore - disable on the root what a case enabled
+ * @test: the case, failed if a write fails
+ * @rc: what cgk_root_controllers_enable() enabled, if it was called; emptied
+ *
+ * For the case's cleanup action, once its cgroups are removed.
+ */
+void cgk_root_controllers_restore(struct kunit *test, struct cgk_root_controllers *rc)
+{
+	unsigned int k;
+	int ret;
+
+	if (!rc->ctrls)
+		return;		/* the case failed before enabling any */
+	for (k = 0; rc->ctrls[k].name; k++) {
+		if (!(rc->enabled & BIT(k)))
+			continue;
+		ret = cgk_write_control(&cgrp_dfl_root.cgrp, '-', &rc->ctrls[k]);
+		if (ret)
+			KUNIT_FAIL(test, "restoring the root's subtree_control: -%s: %d",
+				   rc->ctrls[k].name, ret);
+		rc->enabled &= ~BIT(k);
+	}
+	rc->avail = 0;
 }

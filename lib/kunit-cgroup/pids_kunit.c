@@ -12,6 +12,13 @@
  * callbacks), and a sampler reads lim's pids.current and pids.peak.
  * Migrations never enter lim: a migration may take a cgroup over its
  * limit by design, which would make the first invariant below inexact.
+ * A cgroup task notifier fails a quarter of the moves at
+ * CGROUP_TASK_MIGRATING, after every controller's can_attach succeeded,
+ * so the migration is rolled back through the cancel_attach callbacks:
+ * the pids controller's gives the charge back to the source. Where the
+ * kernel has them, the cpuset and cpu controllers are enabled in the
+ * hierarchy as well, so their can_attach, attach and cancel_attach
+ * callbacks run on the same migrations.
  *
  * Invariants:
  *  - lim's pids.current and pids.peak never exceed its pids.max, at every
@@ -20,9 +27,16 @@
  *    pids.events equals the number of forks refused to the residents:
  *    each refusal is counted once, at the cgroup whose limit refused it
  *    and at its ancestors;
- *  - every pids.current of the hierarchy is back at 0 once the victims
- *    exited, css task iterators agree with the bookkeeping, and the
- *    css_sets and cgroups are back to their baseline after teardown.
+ *  - a failed move leaves the victim where it was; a move the notifier
+ *    did not fail succeeds;
+ *  - once the victims stopped forking and their children exited, every
+ *    pids.current of the hierarchy counts exactly the victims the
+ *    bookkeeping puts there (top: all of them), whatever number of moves
+ *    was rolled back, and no cpuset attach is left in progress
+ *    (cpuset_attach_in_progress_for_test(): one left would block every
+ *    later write to a cpuset file);
+ *  - css task iterators agree with the bookkeeping, and the css_sets and
+ *    cgroups are back to their baseline after teardown.
  * The oracle (harness.c) fails a case on any lockdep, KCSAN, KASAN,
  * refcount_t or WARNING report. It is built only with CONFIG_CGROUP_PIDS.
  */
@@ -34,6 +48,7 @@
 #include <linux/fs.h>
 #include <linux/mount.h>
 #include <linux/mutex.h>
+#include <linux/notifier.h>
 
 #include "harness.h"
 
@@ -41,15 +56,29 @@
 #define PD_LIM			1
 #define PD_LIMIT		3	/* lim's pids.max */
 #define PD_RESIDENTS		2	/* victims that live in lim */
+#define PD_INJECTED		(-ECANCELED)	/* what the notifier fails with */
 /* Exiting tasks and removed cgroups are freed after RCU: wait for them. */
 #define PD_SETTLE_TIMEOUT_MS	10000
 
 static const char * const pd_name[PD_NR_CGROUPS] = { "top", "lim", "free0", "free1" };
 
+/* pids first: the case needs it; the others where the kernel has them. */
+static const struct cgk_controller pd_controllers[] = {
+	{ "pids", pids_cgrp_id },
+#if IS_ENABLED(CONFIG_CPUSETS)
+	{ "cpuset", cpuset_cgrp_id },
+#endif
+#if IS_ENABLED(CONFIG_CGROUP_SCHED)
+	{ "cpu", cpu_cgrp_id },
+#endif
+	{ NULL, 0 }
+};
+
 struct pd_victim {
 	struct cgk_victim *cv;
 	struct mutex lock;		/* held by the worker moving it */
 	int cg;				/* bookkeeping: where it is */
+	bool fail_next;			/* the notifier fails its move */
 };
 
 struct pd_case {
@@ -58,11 +87,13 @@ struct pd_case {
 	struct vfsmount *mnt;
 	struct file *procs[PD_NR_CGROUPS];
 	char top_name[48];
-	bool root_enabled;		/* we enabled pids in the root */
+	struct cgk_root_controllers root;	/* what we enabled on the root */
 	struct cgk_herd *herd;
 	struct pd_victim *victims;
 	unsigned int nr_victims;
-	atomic_long_t moves, samples;
+	struct notifier_block nb;
+	bool nb_registered;
+	atomic_long_t moves, injected, samples;
 	struct cgk_baseline base;
 };
 
@@ -111,18 +142,46 @@ static void pd_sample_step(struct cgk_worker *w)
 	usleep_range(100, 300);
 }
 
+/* The task notifier: fails the moves the movers chose to fail. */
+static int pd_notify(struct notifier_block *nb, unsigned long event, void *data)
+{
+	struct pd_case *c = container_of(nb, struct pd_case, nb);
+	struct cgroup_task_migrate_ctx *ctx = data;
+	unsigned int i;
+
+	if (event != CGROUP_TASK_MIGRATING)
+		return NOTIFY_DONE;
+	for (i = PD_RESIDENTS; i < c->nr_victims; i++) {
+		if (c->victims[i].cv->task == ctx->task)
+			return READ_ONCE(c->victims[i].fail_next) ?
+			       notifier_from_errno(PD_INJECTED) : NOTIFY_OK;
+	}
+	return NOTIFY_DONE;
+}
+
 static void pd_move_step(struct cgk_worker *w)
 {
 	struct pd_case *c = w->gang->data;
 	unsigned int i = PD_RESIDENTS + cgk_rand(w, c->nr_victims - PD_RESIDENTS);
 	struct pd_victim *v = &c->victims[i];
 	int dst = v->cg == 2 ? 3 : 2;
+	bool inject = !cgk_rand(w, 4);
 	int ret;
 
 	if (!mutex_trylock(&v->lock))
 		return;
+	WRITE_ONCE(v->fail_next, inject);
 	ret = cgk_file_write_pid(c->procs[dst], v->cv->task, true);
-	if (ret) {
+	WRITE_ONCE(v->fail_next, false);
+	if (inject && ret == PD_INJECTED) {
+		atomic_long_inc(&c->injected);
+		if (cgk_where(v->cv->task) != c->cg[v->cg])
+			cgk_fail(w, "a failed move to %s moved the victim", pd_name[dst]);
+	} else if (inject) {
+		cgk_fail(w, "a move to %s the notifier failed returned %d", pd_name[dst], ret);
+		if (!ret)
+			v->cg = dst;
+	} else if (ret) {
 		cgk_fail(w, "moving a victim to %s: %d", pd_name[dst], ret);
 	} else {
 		v->cg = dst;
@@ -160,6 +219,10 @@ static void pd_teardown(void *arg)
 	struct pd_case *c = arg;
 	int i;
 
+	if (c->nb_registered) {
+		blocking_notifier_chain_unregister(&cgroup_task_notifier, &c->nb);
+		c->nb_registered = false;
+	}
 	if (!cgk_herd_stop(c->herd, PD_SETTLE_TIMEOUT_MS))
 		KUNIT_FAIL(c->test, "children still there %d ms after the victims stopped",
 			   PD_SETTLE_TIMEOUT_MS);
@@ -176,10 +239,8 @@ static void pd_teardown(void *arg)
 	if (!cgk_wait_for(pd_removed, c, PD_SETTLE_TIMEOUT_MS))
 		KUNIT_FAIL(c->test, "test cgroups still busy %d ms after the victims exited",
 			   PD_SETTLE_TIMEOUT_MS);
-	else if (c->root_enabled &&
-		 cgroup_subtree_control_write_for_test(&cgrp_dfl_root.cgrp, "-pids"))
-		KUNIT_FAIL(c->test, "could not disable pids in the root again");
-	c->root_enabled = false;
+	else
+		cgk_root_controllers_restore(c->test, &c->root);
 }
 
 static int pd_write_max(struct kunit *test, struct vfsmount *mnt, const char *path)
@@ -200,7 +261,7 @@ static struct pd_case *pd_setup(struct kunit *test, unsigned int nr_victims)
 	struct vfsmount *mnt;
 	struct pd_case *c;
 	char path[96];
-	unsigned int i;
+	unsigned int i, k;
 	int ret;
 
 	c = kunit_kzalloc(test, sizeof(*c), GFP_KERNEL);
@@ -214,20 +275,24 @@ static struct pd_case *pd_setup(struct kunit *test, unsigned int nr_victims)
 	cgk_baseline_take(&c->base);
 	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, pd_teardown, c));
 
-	if (!(cgrp_dfl_root.cgrp.subtree_control & BIT(pids_cgrp_id))) {
-		ret = cgroup_subtree_control_write_for_test(&cgrp_dfl_root.cgrp, "+pids");
-		KUNIT_ASSERT_EQ_MSG(test, ret, 0, "enabling pids in the root");
-		c->root_enabled = true;
-	}
+	c->root.ctrls = pd_controllers;
+	cgk_root_controllers_enable(test, &c->root);
+	KUNIT_ASSERT_TRUE_MSG(test, c->root.avail & BIT(0), "pids is not available");
 	/* The top gets a unique name: a failed case may leave one. */
 	snprintf(c->top_name, sizeof(c->top_name), "cgk-pids-%d", test->param_index);
 	for (i = 0; i < PD_NR_CGROUPS; i++) {
 		c->cg[i] = cgroup_create_for_test(i ? c->cg[0] : &cgrp_dfl_root.cgrp,
 						  i ? pd_name[i] : c->top_name);
 		KUNIT_ASSERT_NOT_ERR_OR_NULL_MSG(test, c->cg[i], "creating %s", pd_name[i]);
-		if (!i)
-			KUNIT_ASSERT_EQ(test, 0,
-					cgroup_subtree_control_write_for_test(c->cg[0], "+pids"));
+		if (i)
+			continue;
+		for (k = 0; pd_controllers[k].name; k++) {
+			if (!(c->root.avail & BIT(k)))
+				continue;
+			ret = cgk_write_control(c->cg[0], '+', &pd_controllers[k]);
+			KUNIT_ASSERT_EQ_MSG(test, ret, 0, "enabling %s on top",
+					    pd_controllers[k].name);
+		}
 	}
 
 	mnt = cgroup_mount_for_test(NULL, NULL, &root);
@@ -260,6 +325,10 @@ static struct pd_case *pd_setup(struct kunit *test, unsigned int nr_victims)
 		v->cg = dst;
 	}
 	WRITE_ONCE(c->herd->stop_forking, false);
+
+	c->nb.notifier_call = pd_notify;
+	KUNIT_ASSERT_EQ(test, 0, blocking_notifier_chain_register(&cgroup_task_notifier, &c->nb));
+	c->nb_registered = true;
 	return c;
 }
 
@@ -273,13 +342,49 @@ static int pd_where(void *arg, unsigned int i)
 	return c->victims[i].cg;
 }
 
+/* How many victims the bookkeeping puts in cgroup @i (top: all). */
+static s64 pd_expected(struct pd_case *c, int i)
+{
+	unsigned int v;
+	s64 n = 0;
+
+	for (v = 0; v < c->nr_victims; v++)
+		n += !i || c->victims[v].cg == i;
+	return n;
+}
+
+/*
+ * Only the victims themselves are left: every pids.current counts exactly
+ * them, whatever moves were rolled back.
+ */
 static bool pd_quiet(void *arg)
 {
 	struct pd_case *c = arg;
 	s64 cur;
+	int i;
 
-	/* Only the residents themselves are left in lim. */
-	return !pd_read(c, PD_LIM, "pids.current", NULL, &cur) && cur == PD_RESIDENTS;
+	for (i = 0; i < PD_NR_CGROUPS; i++) {
+		if (pd_read(c, i, "pids.current", NULL, &cur) || cur != pd_expected(c, i))
+			return false;
+	}
+	return true;
+}
+
+static void pd_check_counts(struct pd_case *c)
+{
+	struct kunit *test = c->test;
+	s64 cur;
+	int i;
+
+	if (cgk_wait_for(pd_quiet, c, PD_SETTLE_TIMEOUT_MS))
+		return;
+	for (i = 0; i < PD_NR_CGROUPS; i++) {
+		cur = -1;
+		pd_read(c, i, "pids.current", NULL, &cur);
+		KUNIT_EXPECT_EQ_MSG(test, cur, pd_expected(c, i),
+				    "%s: pids.current %lld, victims there %lld, %d ms after the last fork",
+				    pd_name[i], cur, pd_expected(c, i), PD_SETTLE_TIMEOUT_MS);
+	}
 }
 
 /* Refusals: counted once per refused fork, where the limit is and above. */
@@ -292,8 +397,7 @@ static void pd_check_events(struct pd_case *c)
 
 	KUNIT_EXPECT_TRUE_MSG(test, cgk_herd_settled(test, c->herd, PD_SETTLE_TIMEOUT_MS),
 			      "victims did not finish their last forks");
-	KUNIT_EXPECT_TRUE_MSG(test, cgk_wait_for(pd_quiet, c, PD_SETTLE_TIMEOUT_MS),
-			      "lim's children did not exit");
+	pd_check_counts(c);
 	for (i = 0; i < c->nr_victims; i++) {
 		if (i < PD_RESIDENTS)
 			refused += READ_ONCE(c->victims[i].cv->fork_eagain);
@@ -332,11 +436,18 @@ static void pids_limit_fork_churn(struct kunit *test)
 	cgk_gang_run(gang);
 	cgk_gang_report(gang);
 
-	kunit_info(test, "%ld moves, %ld samples, %lu forks\n", atomic_long_read(&c->moves),
+	kunit_info(test, "%ld moves, %ld failed by the notifier, %ld samples, %lu forks\n",
+		   atomic_long_read(&c->moves), atomic_long_read(&c->injected),
 		   atomic_long_read(&c->samples), cgk_herd_forks(c->herd));
 	CGK_EXPECT_EXERCISED(test, atomic_long_read(&c->moves), "no move succeeded");
+	CGK_EXPECT_EXERCISED(test, atomic_long_read(&c->injected),
+			     "no move was failed by the notifier");
 	cgk_herd_expect_members(test, c->herd, pd_where, c, c->cg, pd_name, PD_NR_CGROUPS);
 	pd_check_events(c);
+#if IS_ENABLED(CONFIG_CPUSETS)
+	KUNIT_EXPECT_EQ_MSG(test, cpuset_attach_in_progress_for_test(), 0,
+			    "cpuset attaches still in progress after the last move");
+#endif
 
 	kunit_release_action(test, pd_teardown, c);
 	cgk_expect_baseline(test, &c->base, PD_SETTLE_TIMEOUT_MS);

@@ -5,9 +5,10 @@
  * A lockdep splat needs both usages of a lock in the same boot: a lock
  * taken from softirq and, elsewhere, with softirqs enabled. Lines covered
  * say nothing about that. This suite runs last (reach_kunit.o is linked
- * last) and prints, for every lock class defined in kernel/cgroup/*.c and
- * kernel/ucount.c or taken there (reach_classes[]), the usage lockdep
- * recorded for it so far in this boot, as /proc/lockdep shows it:
+ * last) and prints, for every lock class defined in the C files of
+ * kernel/cgroup/ and in kernel/ucount.c or taken there (reach_classes[]),
+ * the usage lockdep recorded for it so far in this boot, as /proc/lockdep
+ * shows it:
  *
  *	# lockdep_usage: reach: lockdep debug_locks=1 classes=1873 targets=26
  *	# lockdep_usage: reach: class usage={-.-.} fd=34 bd=52 name=css_set_lock
