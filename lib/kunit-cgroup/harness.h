@@ -342,9 +342,10 @@ bool cgk_tree_remove(struct kunit *test, struct cgk_tree *tree,
  * which cgroup.kill and the freezer reach: they handle signals where a
  * user task would on its way back to user mode (get_signal()), so they
  * freeze in the freezer's trap and exit on SIGKILL. With CGK_VICTIM_SIGNALS
- * they (and their children) block and unblock CGK_VICTIM_SIGNAL in turns,
- * so that real-time signals sent to them are queued (each charged to their
- * user's RLIMIT_SIGPENDING) and later dequeued or flushed at exit.
+ * they (and their children) block and unblock CGK_VICTIM_SIGNAL and
+ * CGK_VICTIM_FORCED_SIGNAL in turns, so that signals sent to them are
+ * queued (each charged to their user's RLIMIT_SIGPENDING) and later
+ * dequeued or flushed at exit.
  */
 #define CGK_VICTIM_MAX_CHILDREN	2	/* live forked children per victim */
 #define CGK_VICTIM_MAX_THREADS	3	/* live extra threads per victim */
@@ -358,6 +359,11 @@ enum cgk_victim_flags {
 
 /* Queued for a CGK_VICTIM_SIGNALS victim (and ignored when delivered). */
 #define CGK_VICTIM_SIGNAL	(SIGRTMIN + 1)
+/*
+ * The same, below SIGRTMIN: sent by the kernel (SEND_SIG_PRIV) it is
+ * charged whatever the limits, and queued once while it is pending.
+ */
+#define CGK_VICTIM_FORCED_SIGNAL	SIGUSR2
 
 struct cgk_herd;
 

@@ -1518,6 +1518,7 @@ static void ucounts_last_put_cred_rcu(struct kunit *test)
  * @armed: the timers were started
  * @hard_sent: signals sent from the hrtimer; written by it only
  * @soft_sent: signals sent from the timer_list; written by it only
+ * @forced_sent: of @soft_sent, CGK_VICTIM_FORCED_SIGNAL (every other one)
  * @send_error: the first error send_sig() returned, 0 if none
  */
 struct uc_sig {
@@ -1530,13 +1531,14 @@ struct uc_sig {
 	bool armed;
 	unsigned long hard_sent;
 	unsigned long soft_sent;
+	unsigned long forced_sent;
 	int send_error;
 };
 
 /* As it_real_fn() sends SIGALRM: a kernel signal, SEND_SIG_PRIV. */
-static bool uc_sig_send(struct uc_sig *s)
+static bool uc_sig_send(struct uc_sig *s, int sig)
 {
-	int err = send_sig(CGK_VICTIM_SIGNAL, s->task, 1);
+	int err = send_sig(sig, s->task, 1);
 
 	if (err && !READ_ONCE(s->send_error))
 		WRITE_ONCE(s->send_error, err);
@@ -1549,7 +1551,7 @@ static enum hrtimer_restart uc_sig_hard_fn(struct hrtimer *timer)
 
 	if (READ_ONCE(s->stop))
 		return HRTIMER_NORESTART;
-	if (uc_sig_send(s))
+	if (uc_sig_send(s, CGK_VICTIM_SIGNAL))
 		s->hard_sent++;
 	hrtimer_forward_now(timer, ns_to_ktime(UC_SIG_HARD_PERIOD_NS));
 	return HRTIMER_RESTART;
@@ -1558,11 +1560,14 @@ static enum hrtimer_restart uc_sig_hard_fn(struct hrtimer *timer)
 static void uc_sig_soft_fn(struct timer_list *timer)
 {
 	struct uc_sig *s = timer_container_of(s, timer, soft);
+	bool forced = s->soft_sent & 1;
 
 	if (READ_ONCE(s->stop))
 		return;
-	if (uc_sig_send(s))
+	if (uc_sig_send(s, forced ? CGK_VICTIM_FORCED_SIGNAL : CGK_VICTIM_SIGNAL)) {
 		s->soft_sent++;
+		s->forced_sent += forced;
+	}
 	mod_timer(&s->soft, jiffies + 1);
 }
 
@@ -1602,11 +1607,14 @@ static bool uc_sig_uid_gone(void *arg)
  * signals_from_timers: pending signals queued, and charged, from the
  * contexts the kernel sends them in besides process context: an hrtimer in
  * hardirq (as it_real_fn() sends SIGALRM) and a timer_list in softirq, both
- * with SEND_SIG_PRIV, to a user victim that blocks the signal half of the
- * time and drops what is pending when it unblocks it. lockdep then has the
- * victim's siglock taken in hardirq and in softirq (cgroup_reach shows it).
- * Checked: every send succeeded, both timers sent, and once the victim
- * exited, nothing is charged to its user and its ucounts are freed.
+ * with SEND_SIG_PRIV, to a user victim that blocks the signals half of the
+ * time and drops what is pending when it unblocks them. lockdep then has
+ * the victim's siglock taken in hardirq and in softirq (cgroup_reach shows
+ * it). Every other signal of the timer_list is below SIGRTMIN
+ * (CGK_VICTIM_FORCED_SIGNAL), which __send_signal_locked() charges with
+ * override_rlimit, as it does SIGALRM. Checked: every send succeeded, both
+ * timers sent, forced signals among them, and once the victim exited,
+ * nothing is charged to its user and its ucounts are freed.
  */
 static void signals_from_timers(struct kunit *test)
 {
@@ -1635,12 +1643,13 @@ static void signals_from_timers(struct kunit *test)
 	msleep(UC_SIG_RUN_MS);
 	uc_sig_stop_timers(s);
 
-	kunit_info(test, "%lu signals sent from hardirq, %lu from softirq\n",
-		   s->hard_sent, s->soft_sent);
+	kunit_info(test, "%lu signals sent from hardirq, %lu from softirq (%lu forced)\n",
+		   s->hard_sent, s->soft_sent, s->forced_sent);
 	KUNIT_EXPECT_EQ_MSG(test, s->send_error, 0, "send_sig() from a timer failed: %d",
 			    s->send_error);
 	CGK_EXPECT_EXERCISED(test, s->hard_sent, "the hrtimer sent no signal");
 	CGK_EXPECT_EXERCISED(test, s->soft_sent, "the timer_list sent no signal");
+	CGK_EXPECT_EXERCISED(test, s->forced_sent, "the timer_list sent no forced signal");
 
 	KUNIT_EXPECT_TRUE_MSG(test, cgk_herd_stop(s->herd, UC_SIG_SETTLE_MS),
 			      "the victim did not exit within %d ms", UC_SIG_SETTLE_MS);

@@ -142,6 +142,7 @@ struct v1_case {
 	unsigned long flags;
 	struct cgroup *dfl[V1_NR_DFL];
 	struct cgroup *v1[V1_NR_V1];	/* v1[0] is pinned by the mount */
+	unsigned int ss_mask;		/* controllers bound to v1[0]'s root */
 	struct vfsmount *mnt, *dfl_mnt;
 	/* The files moves write to, open for the whole case. */
 	struct file *dfl_procs[V1_NR_DFL];
@@ -693,6 +694,7 @@ static struct v1_case *v1_setup(struct kunit *test, unsigned long flags,
 					 flags & V1_CONTROLLERS ? V1_CONTROLLER_LIST : "");
 	c->mnt = mnt;
 	c->hierarchy_id = c->v1[0]->root->hierarchy_id;
+	c->ss_mask = c->v1[0]->root->subsys_mask;
 	/* What writing 1 to its notify_on_release does; children inherit it. */
 	set_bit(CGRP_NOTIFY_ON_RELEASE, &c->v1[0]->flags);
 	for (i = 1; i < V1_NR_V1; i++) {
@@ -808,35 +810,21 @@ static unsigned int v1_nr_left(struct v1_case *c)
 	return n;
 }
 
-/* Whether the controllers of V1_CONTROLLER_LIST are on the default hierarchy. */
-static bool v1_controllers_home(void)
+/*
+ * Whether the controllers the v1 hierarchy had are back on the default
+ * one. Only rebind_subsystems() changes the mask, under cgroup_mutex,
+ * which is exported to modules only with lockdep: a racy read, polled.
+ */
+static bool v1_controllers_home(struct v1_case *c)
 {
-	bool home = true;
-
-#if V1_HAS_CONTROLLERS
-	home &= cgroup_subsys_on_dfl(cpuset_cgrp_subsys) &&
-		cgroup_subsys_on_dfl(freezer_cgrp_subsys);
-#endif
-#ifdef CONFIG_CGROUP_SCHED
-	home &= cgroup_subsys_on_dfl(cpu_cgrp_subsys);
-#endif
-#ifdef CONFIG_CGROUP_PERF
-	home &= cgroup_subsys_on_dfl(perf_event_cgrp_subsys);
-#endif
-#ifdef CONFIG_CGROUP_NET_CLASSID
-	home &= cgroup_subsys_on_dfl(net_cls_cgrp_subsys);
-#endif
-#ifdef CONFIG_CGROUP_NET_PRIO
-	home &= cgroup_subsys_on_dfl(net_prio_cgrp_subsys);
-#endif
-	return home;
+	return (data_race(cgrp_dfl_root.subsys_mask) & c->ss_mask) == c->ss_mask;
 }
 
 static bool v1_all_gone(void *arg)
 {
 	struct v1_case *c = arg;
 
-	return !v1_nr_left(c) && (!(c->flags & V1_CONTROLLERS) || v1_controllers_home());
+	return !v1_nr_left(c) && v1_controllers_home(c);
 }
 
 /* ---- the cases ---------------------------------------------------------- */

@@ -133,8 +133,9 @@ static void cgk_user_signals(void)
 }
 
 /*
- * Block or unblock CGK_VICTIM_SIGNAL: blocked, it is queued even though it
- * is ignored; unblocked, get_signal() dequeues and drops what is pending.
+ * Block or unblock CGK_VICTIM_SIGNAL and CGK_VICTIM_FORCED_SIGNAL: blocked,
+ * they are queued even though they are ignored; unblocked, get_signal()
+ * dequeues and drops what is pending.
  */
 static void cgk_user_block(bool block)
 {
@@ -142,6 +143,7 @@ static void cgk_user_block(bool block)
 
 	sigemptyset(&set);
 	sigaddset(&set, CGK_VICTIM_SIGNAL);
+	sigaddset(&set, CGK_VICTIM_FORCED_SIGNAL);
 	sigprocmask(block ? SIG_BLOCK : SIG_UNBLOCK, &set, NULL);
 }
 

@@ -5,7 +5,9 @@ written when the kernel exits. lcov turns those of kernel/, mm/ and net/ into on
 .info file, which this module reads (the format is plain text: SF/FN/FNDA/BRDA/DA
 records) to report line and branch coverage and the functions never entered
 for the files and function groups a cgroup maintainer cares about, the attach
-and fork callbacks of the controllers among them.
+and fork callbacks of the controllers among them, and which values of the flag
+arguments of the charge and migration entry points ran (ARGUMENTS): for each
+value, a source line that runs only with it, found in the tree by its text.
 """
 from __future__ import annotations
 
@@ -97,6 +99,81 @@ TARGETS: tuple[Target, ...] = (
     Target("kernel/cgroup/freezer.c"),
     Target("kernel/signal.c", "signal.c: sigqueue alloc/free", SIGQUEUE),
     *CALLBACKS,
+)
+
+
+@dataclass(frozen=True)
+class Line:
+    """A line of a probed function: the first whose stripped text is `text`, `offset` below."""
+    text: str
+    offset: int = 0
+
+
+@dataclass(frozen=True)
+class Calls:
+    """The entries into a function (FNDA): a wrapper that passes one value."""
+    function: str
+
+
+@dataclass(frozen=True)
+class ArgValue:
+    """One value of an argument: the executions of `runs`, less those of each of `less`."""
+    value: str
+    runs: Line | Calls
+    less: tuple[Line, ...] = ()
+
+
+@dataclass(frozen=True)
+class ArgProbe:
+    """An argument of an entry point and how each of its values shows in line counts."""
+    path: str
+    function: str                        # whose lines the anchors are searched in
+    argument: str
+    values: tuple[ArgValue, ...]
+
+    @property
+    def name(self) -> str:
+        return f"{self.function}(): {self.argument}"
+
+
+# gcov counts executions per line. A line that holds several blocks (a loop's condition,
+# `} while_each_thread(...)`) or none (a lone `break;`) cannot stand for a value, and the
+# order of the branches it records differs between an if and an if-break: each value below
+# is a line of one statement, or the entries into a wrapper that passes it.
+_LOCK_GLOBAL = Line("percpu_down_write(&cgroup_threadgroup_rwsem);")
+_LOCK_GROUP = Line("down_write(&tsk->signal->cgroup_threadgroup_rwsem);")
+_SIG_FORCED = Line("override_rlimit = (is_si_special(info) || info->si_code >= 0);")
+# The flag arguments of the charge and migration entry points. Counts are executions of
+# the lines: per call, or per thread or per namespace level where the line is in a loop.
+ARGUMENTS: tuple[ArgProbe, ...] = (
+    ArgProbe("kernel/ucount.c", "inc_rlimit_get_ucounts", "override_rlimit", (
+        ArgValue("false (per level)", Line("if (!override_rlimit)", 1)),
+        ArgValue("true (per level)", Line("if (!override_rlimit)"),
+                 (Line("if (!override_rlimit)", 1),)))),
+    ArgProbe("kernel/signal.c", "__send_signal_locked", "sig, override_rlimit", (
+        ArgValue("below SIGRTMIN: forced unless si_code < 0", _SIG_FORCED),
+        ArgValue("real-time: not forced", Line("if (sig < SIGRTMIN)"), (_SIG_FORCED,)))),
+    ArgProbe("kernel/signal.c", "sig_get_ucounts", "charge refused", (
+        ArgValue("refused, not forced", Line("print_dropped_signal(sig);")),)),
+    ArgProbe("kernel/cgroup/cgroup.c", "cgroup_procs_write_start_task", "threadgroup, self", (
+        ArgValue("threadgroup", Line("if (threadgroup)", 1)),
+        ArgValue("one thread", Line("if (threadgroup)"), (Line("if (threadgroup)", 1),)),
+        ArgValue("self, one thread (no attach lock)",
+                 Line("*lock_mode = CGRP_ATTACH_LOCK_NONE;")))),
+    ArgProbe("kernel/cgroup/cgroup.c", "cgroup_attach_lock", "lock_mode", (
+        ArgValue("CGRP_ATTACH_LOCK_NONE", Line("cpus_read_lock();"),
+                 (_LOCK_GLOBAL, _LOCK_GROUP)),
+        ArgValue("CGRP_ATTACH_LOCK_GLOBAL", _LOCK_GLOBAL),
+        ArgValue("CGRP_ATTACH_LOCK_PER_THREADGROUP", _LOCK_GROUP))),
+    ArgProbe("kernel/cgroup/cgroup.c", "__cgroup_procs_write", "threadgroup", (
+        ArgValue("true (cgroup.procs)", Calls("cgroup_procs_write")),
+        ArgValue("false (cgroup.threads)", Calls("cgroup_threads_write")))),
+    ArgProbe("kernel/cgroup/cgroup-v1.c", "__cgroup1_procs_write", "threadgroup", (
+        ArgValue("true (cgroup.procs)", Calls("cgroup1_procs_write")),
+        ArgValue("false (tasks)", Calls("cgroup1_tasks_write")))),
+    ArgProbe("kernel/cgroup/cgroup.c", "cgroup_css_set_fork", "kargs->flags", (
+        ArgValue("without CLONE_INTO_CGROUP", Line("kargs->cset = cset;")),
+        ArgValue("CLONE_INTO_CGROUP", Line("if (kargs->flags & CLONE_INTO_CGROUP)", 1)))),
 )
 
 
@@ -225,6 +302,86 @@ def measure(target: Target, files: dict[str, FileData]) -> TargetCoverage:
     return out
 
 
+@dataclass
+class ArgReach:
+    """How often each value of a probed argument ran; None where an anchor was not found."""
+    name: str
+    path: str
+    counts: dict[str, int | None] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, object]:
+        return {"name": self.name, "path": self.path, "values": self.counts,
+                "missing": [v for v, n in self.counts.items() if n == 0],
+                "problems": self.problems}
+
+
+def _anchor_line(anchor: Line, source: list[str], span: range) -> int | None:
+    """The line number of an anchor within a function's span (1-based), or None."""
+    for ln in span:
+        if 0 < ln <= len(source) and source[ln - 1].strip() == anchor.text:
+            return ln + anchor.offset
+    return None
+
+
+def measure_argument(probe: ArgProbe, files: dict[str, FileData],
+                     source: list[str] | None) -> ArgReach:
+    """Count each value of probe from the line and entry counts of its file."""
+    out = ArgReach(name=probe.name, path=probe.path)
+    data = find_file(files, probe.path)
+    span = function_lines(data).get(probe.function) if data else None
+    if data is None or span is None or source is None:
+        out.problems.append(f"{probe.function}() of {probe.path} not in the coverage data"
+                            if source is not None else f"{probe.path}: source not readable")
+        out.counts = {v.value: None for v in probe.values}
+        return out
+
+    def count(anchor: Line | Calls) -> int | None:
+        if isinstance(anchor, Calls):
+            return data.calls.get(anchor.function)
+        ln = _anchor_line(anchor, source, span)
+        if ln is None or ln not in data.lines:
+            return None
+        return data.lines[ln]
+
+    for v in probe.values:
+        anchors = (v.runs, *v.less)
+        got = [count(a) for a in anchors]
+        missing = [a for a, n in zip(anchors, got) if n is None]
+        if missing:
+            what = ", ".join(a.function + "()" if isinstance(a, Calls) else repr(a.text)
+                             for a in missing)
+            out.problems.append(f"{probe.name} = {v.value}: no counted line for {what}")
+            out.counts[v.value] = None
+        else:
+            out.counts[v.value] = max((got[0] or 0) - sum(n or 0 for n in got[1:]), 0)
+    return out
+
+
+def format_arguments(results: list[ArgReach]) -> str:
+    """A row per argument value: how often it ran; 'never' rows are the to-do list."""
+    width = max([len(r.name) for r in results] + [8])
+    lines = [f"{'argument':<{width}}  {'value':<40}  runs"]
+    for r in results:
+        for i, (value, n) in enumerate(r.counts.items()):
+            shown = "?" if n is None else ("never" if n == 0 else str(n))
+            lines.append(f"{r.name if i == 0 else '':<{width}}  {value:<40}  {shown}")
+    for r in results:
+        for p in r.problems:
+            lines.append(f"  {p}")
+    return "\n".join(lines) + "\n"
+
+
+def read_source(data: FileData | None) -> list[str] | None:
+    """The lines of a coverage record's source file (its SF path), None if unreadable."""
+    if data is None:
+        return None
+    try:
+        return Path(data.path).read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+
+
 def _cell(hit: int, total: int) -> str:
     pct = TargetCoverage.pct(hit, total)
     return "-" if pct is None else f"{pct:5.1f}% {hit}/{total}"
@@ -313,12 +470,15 @@ def report(info: Path, dest: Path, run_status: str) -> list[TargetCoverage]:
     """Measure every target from info; coverage.json and coverage.txt in dest, table printed."""
     files = parse_info(info.read_text(errors="replace"), str(info))
     results = [measure(t, files) for t in TARGETS]
-    table = format_table(results)
+    args = [measure_argument(p, files, read_source(find_file(files, p.path)))
+            for p in ARGUMENTS]
+    table = format_table(results) + "\n" + format_arguments(args)
     page = html(info, files, dest)
     write_json(dest / "coverage.json", {
         "profile": PROFILE, "run_status": run_status,
         "html": str(page) if page else None,
-        "targets": [r.to_json() for r in results]})
+        "targets": [r.to_json() for r in results],
+        "arguments": [a.to_json() for a in args]})
     (dest / "coverage.txt").write_text(table)
     print(table, end="")
     print(f"  json: {dest / 'coverage.json'}")

@@ -146,3 +146,84 @@ def test_real_capture_of_a_um_coverage_run() -> None:
     v1 = cov.measure(next(t for t in cov.TARGETS if t.name == "cgroup-v1.c: attach"), files)
     assert v1.lines_hit == 0 and v1.never_entered[0] == "cgroup_attach_task_all"
     assert not got["kernel/cgroup/pids.c"].found   # not in this excerpt
+
+
+# ---- the flag arguments of the charge and migration entry points ------------------------
+
+def _anchored_source(path: str) -> list[str]:
+    """A stand-in for the tree's file: the recorded anchor lines at their numbers."""
+    anchors = json.loads((DATA / "coverage_arguments_anchors.json").read_text())[path]
+    last = max([int(n) for n in anchors] + [8000])
+    lines = [""] * last
+    for n, text in anchors.items():
+        lines[int(n) - 1] = "\t" + text
+    return lines
+
+
+def _real_arguments() -> dict[str, cov.ArgReach]:
+    """The ARGUMENTS rows of a real make coverage at 38f53df (um-coverage, 2026-11-27)."""
+    files = cov.parse_info((DATA / "coverage_arguments.info").read_text())
+    return {p.name: cov.measure_argument(p, files, _anchored_source(p.path))
+            for p in cov.ARGUMENTS}
+
+
+def test_arguments_of_a_real_run() -> None:
+    got = _real_arguments()
+    assert got["inc_rlimit_get_ucounts(): override_rlimit"].counts == {
+        "false (per level)": 33335092, "true (per level)": 348065}
+    lock = got["cgroup_attach_lock(): lock_mode"].counts
+    assert lock == {"CGRP_ATTACH_LOCK_NONE": 638, "CGRP_ATTACH_LOCK_GLOBAL": 931483,
+                    "CGRP_ATTACH_LOCK_PER_THREADGROUP": 672782}
+    assert got["__cgroup1_procs_write(): threadgroup"].counts == {
+        "true (cgroup.procs)": 8376, "false (tasks)": 8405}
+    start = got["cgroup_procs_write_start_task(): threadgroup, self"].counts
+    assert start["threadgroup"] == 1564327 and start["one thread"] == 8405
+    # the cells this run left empty: the to-do list
+    assert got["cgroup_css_set_fork(): kargs->flags"].counts["CLONE_INTO_CGROUP"] == 0
+    assert got["__send_signal_locked(): sig, override_rlimit"].counts[
+        "below SIGRTMIN: forced unless si_code < 0"] == 0
+    assert all(not r.problems for r in got.values())
+
+
+def test_arguments_table_says_never_and_unknown() -> None:
+    got = list(_real_arguments().values())
+    got.append(cov.ArgReach("f(): x", "kernel/x.c", {"1": None}, ["f(): x = 1: no counted line"]))
+    table = cov.format_arguments(got)
+    row = next(ln for ln in table.splitlines() if "CLONE_INTO_CGROUP" in ln
+               and "without" not in ln)
+    assert row.split()[-1] == "never"
+    assert any(ln.split()[-1] == "?" for ln in table.splitlines() if ln.startswith("f(): x"))
+    assert "  f(): x = 1: no counted line" in table
+
+
+def test_argument_anchor_not_in_the_source_is_a_problem_not_a_zero() -> None:
+    files = cov.parse_info((DATA / "coverage_arguments.info").read_text())
+    probe = next(p for p in cov.ARGUMENTS if p.function == "cgroup_attach_lock")
+    source = _anchored_source(probe.path)
+    source[2549 - 1] = "\tpercpu_down_write(&something_else);"
+    got = cov.measure_argument(probe, files, source)
+    assert got.counts["CGRP_ATTACH_LOCK_GLOBAL"] is None
+    assert got.counts["CGRP_ATTACH_LOCK_NONE"] is None     # it subtracts GLOBAL
+    assert got.counts["CGRP_ATTACH_LOCK_PER_THREADGROUP"] == 672782
+    assert any("percpu_down_write(&cgroup_threadgroup_rwsem);" in p for p in got.problems)
+
+
+def test_argument_without_source_or_record_says_why() -> None:
+    files = cov.parse_info((DATA / "coverage_arguments.info").read_text())
+    probe = cov.ARGUMENTS[0]
+    unreadable = cov.measure_argument(probe, files, None)
+    assert set(unreadable.counts.values()) == {None}
+    assert unreadable.problems == [f"{probe.path}: source not readable"]
+    elsewhere = cov.ArgProbe("kernel/pid.c", "alloc_pid", "x", (cov.ArgValue("1", cov.Calls("a")),))
+    assert "not in the coverage data" in cov.measure_argument(elsewhere, files, []).problems[0]
+
+
+def test_report_json_lists_the_arguments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cov, "html", lambda info, files, dest: None)
+    info = tmp_path / "coverage.info"
+    info.write_text(SMALL)
+    cov.report(info, tmp_path, "pass")
+    data = json.loads((tmp_path / "coverage.json").read_text())
+    names = [a["name"] for a in data["arguments"]]
+    assert names == [p.name for p in cov.ARGUMENTS]
+    assert "argument" in (tmp_path / "coverage.txt").read_text()
