@@ -9,6 +9,7 @@
 
 #include <linux/cgroup.h>
 #include <linux/cgroup_kunit.h>
+#include <linux/cpu.h>
 #include <linux/cred.h>
 #include <linux/delay.h>
 #include <linux/kthread.h>
@@ -69,11 +70,24 @@ static void cgk_victim_add_thread(struct cgk_victim *v)
  */
 static void cgk_victim_fork(struct cgk_victim *v)
 {
+	/*
+	 * Every other fork under cpus_read_lock(), as the kthreads a CPU
+	 * coming up creates are forked while the hotplug lock is held: the
+	 * fork's threadgroup lock nests inside cpu_hotplug_lock there, which
+	 * lockdep cannot see (kthreadd forks, the hotplug thread waits for it
+	 * on a completion). Here the order is taken in one context, so a path
+	 * that takes cpu_hotplug_lock inside the threadgroup lock is reported.
+	 */
+	bool hotplug_locked = v->forks & 1;
 	pid_t pid;
 
 	atomic_inc(&v->children);
+	if (hotplug_locked)
+		cpus_read_lock();
 	pid = cgroup_fork_for_test(cgk_child_fn, v, "cgk-child",
 				   CGROUP_FORK_TEST_CHILD);
+	if (hotplug_locked)
+		cpus_read_unlock();
 	if (pid < 0) {
 		atomic_dec(&v->children);
 		if (pid == -EAGAIN)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from .checklist import Check
 from .common import DriverError, InfraError, say
@@ -145,6 +145,16 @@ def _boots(c: Check, runner: Runner, label: str) -> Outcome:
         outcome = evaluate(c, runner(c))
     outcome.boot = boot
     return outcome
+
+
+def select_profiles(checks: list[Check], profiles: Sequence[str], known: Sequence[str]) -> list[Check]:
+    """The checks that boot one of @profiles (all of them when it is empty)."""
+    if not profiles:
+        return checks
+    for name in profiles:
+        if name not in known:
+            raise DriverError(f"--profiles: no profile named {name!r} (have: {', '.join(known)})")
+    return [c for c in checks if c.profile in profiles]
 
 
 def run_checks(checks: list[Check], runner: Runner, only: str | None = None) -> tuple[int, str]:

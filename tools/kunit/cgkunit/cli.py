@@ -332,6 +332,8 @@ def make_parser() -> Parser:
     p = sub.add_parser("check", help="prove the oracle: runs that must fail as expected")
     env_opt(p, "--only", "ONLY", metavar="NAME", help="run just this check (default $ONLY)")
     p.add_argument("--list", action="store_true", help="list the checks and exit")
+    p.add_argument("--profiles", metavar="A,B", default="",
+                   help="only the checks that boot one of these profiles (default all)")
     _isolate_opt(p, " (a check's own \"isolate\" key in checks.json wins)")
     _tree_opts(p)
     p = sub.add_parser("report", help="re-print the report of an earlier run")
@@ -697,7 +699,9 @@ def reach_handler(args: argparse.Namespace, ctx: Context) -> int:
 
 def check_handler(args: argparse.Namespace, ctx: Context) -> int:
     isolate = _isolate(args.isolate)
-    found = checklist.load_checks(ctx.repo)
+    found = check.select_profiles(checklist.load_checks(ctx.repo),
+                                  [n for n in args.profiles.split(",") if n],
+                                  list_profiles(ctx.repo))
     if args.list:
         for c in found:
             print(f"{c.name}\t{c.profile}\t{' '.join(c.kernel_args)}")

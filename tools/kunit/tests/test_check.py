@@ -325,3 +325,31 @@ def test_boots_is_validated() -> None:
         with pytest.raises(DriverError, match="boots must be a whole number from 1 to 5"):
             cl.parse_checks([{"name": "a", "profile": "p", "boots": bad}])
     assert cl.parse_checks([{"name": "a", "profile": "p", "boots": 3}])[0].boots == 3
+
+
+def test_checks_of_some_profiles_only(capsys: pytest.CaptureFixture[str]) -> None:
+    """make test runs the checks of the profiles it builds; make check all of them."""
+    from cgkunit import cli
+    every = [cl.Check(name="a", profile="um-lockdep"), cl.Check(name="b", profile="x86_64-lockdep"),
+             cl.Check(name="c", profile="x86_64-kcsan")]
+    known = ["um-lockdep", "x86_64-kcsan", "x86_64-lockdep"]
+    assert ck.select_profiles(every, [], known) == every
+    assert [c.name for c in ck.select_profiles(every, ["um-lockdep", "x86_64-kcsan"], known)] == ["a", "c"]
+    with pytest.raises(DriverError, match="--profiles: no profile named 'x86-kcsan'"):
+        ck.select_profiles(every, ["x86-kcsan"], known)
+    assert cli.main(["check", "--profiles", "um-lockdep,x86_64-kcsan,x86_64-kasan", "--list"]) == 0
+    listed = [line.split("\t")[1] for line in capsys.readouterr().out.splitlines()]
+    assert listed and "x86_64-lockdep" not in listed and set(listed) <= set(known) | {"x86_64-kasan"}
+    assert cli.main(["check", "--profiles", "nonsense", "--list"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no profile named 'nonsense'" in err[0]
+
+
+def test_make_test_runs_the_checks_of_the_profiles_it_builds() -> None:
+    """make test checks exactly the profiles it boots."""
+    import re
+    text = (KUNIT_DIR.parent.parent / "Makefile").read_text()
+    recipe = text.split("\ntest: ", 1)[1].split("\n\n", 1)[0]
+    booted = set(re.findall(r"run --profile (\S+)", recipe))
+    listed = re.search(r"check --profiles (\S+)", recipe)
+    assert listed and set(listed.group(1).split(",")) == booted
