@@ -74,6 +74,8 @@ FEATURES: dict[str, Feature] = {
                             "ucounts_escrow_read_for_test"),
     "shared-writes": Feature("the count of writes to ucounts siblings share", HOOKS_H,
                              "ucounts_shared_writes_for_test"),
+    "cpuset-attach-count": Feature("the count of cpuset attaches in progress", HOOKS_H,
+                                   "cpuset_attach_in_progress_for_test"),
 }
 
 # What each object of the suite calls (tests/test_carry.py: every object of the Makefile is
@@ -83,7 +85,7 @@ OBJECT_NEEDS: dict[str, tuple[str, ...]] = {
     "harness.o": (), "cpus.o": (), "oracle_kunit.o": (), "reach_kunit.o": (),
     "taint_kunit.o": (),
     "files.o": ("mount-hooks",),
-    "hierarchy.o": ("cgroup-hooks",),
+    "hierarchy.o": ("cgroup-hooks", "controller-hooks"),
     "victims.o": ("cgroup-hooks", "user-victims"),
     "ucount_kunit.o": ("ucount-hooks", "charge-limit", "escrow-hooks", "shared-writes"),
     "migrate_kunit.o": ("cgroup-hooks",),
@@ -91,7 +93,7 @@ OBJECT_NEEDS: dict[str, tuple[str, ...]] = {
     "rstat_reader_kunit.o": ("cgroup-hooks", "rstat-hooks", "stat-snapshot"),
     "cset_kunit.o": ("cgroup-hooks", "controller-hooks", "cset-hooks"),
     "v1_kunit.o": ("cgroup-hooks", "cset-hooks", "mount-hooks"),
-    "pids_kunit.o": ("cgroup-hooks", "controller-hooks", "mount-hooks"),
+    "pids_kunit.o": ("cgroup-hooks", "controller-hooks", "mount-hooks", "cpuset-attach-count"),
     "freeze_kill_kunit.o": ("cgroup-hooks", "ucount-hooks", "mount-hooks", "user-victims"),
     "devres_kunit.o": ("cgroup-hooks", "controller-hooks", "mount-hooks"),
     "bench_kunit.o": ("cgroup-hooks", "ucount-hooks", "rstat-hooks", "charge-limit",

@@ -29,10 +29,29 @@ def headers_with(*features: str) -> dict[str, str]:
 
 
 ALL = tuple(carry.FEATURES)
-# kernel/series up to 0020: every hook but the reader snapshot's and the escrow's, and
-# inc_rlimit_get_ucounts() as it was (make bench's base kernel)
+# kernel/series up to 0022: every hook but the reader snapshot's, the escrow's and the cpuset
+# attach count, and inc_rlimit_get_ucounts() as it was (make bench's base kernel)
 BENCH_BASE = tuple(f for f in ALL if f not in ("stat-snapshot", "charge-limit", "escrow-hooks",
-                                                "shared-writes"))
+                                                "shared-writes", "cpuset-attach-count"))
+SERIES = [ln.split("#")[0].strip() for ln in (REPO / "kernel" / "series").read_text().splitlines()]
+PATCHES = [(REPO / "kernel" / "patches" / name).read_text() for name in SERIES if name]
+# what a patch adds to a header: a function's declaration, an enum's constant
+DECLARED = re.compile(r"^(?:extern\s+)?(?:const\s+)?(?:(?:struct|enum|unsigned|signed)\s+)?"
+                      r"\w+[\s*]+(\w+)\(|^\s+([A-Z][A-Z0-9_]+)\s*(?:=[^,]*)?,?\s*$")
+C_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.DOTALL)
+LOCAL_INCLUDE = re.compile(r'^#include "(\w+\.h)"', re.MULTILINE)
+
+
+def added_lines(patch: str, path: str) -> list[str]:
+    """The lines a patch adds to path, without their '+'."""
+    out: list[str] = []
+    current = None
+    for ln in patch.splitlines():
+        if ln.startswith("+++ "):
+            current = ln[len("+++ b/"):]
+        elif current == path and ln.startswith("+"):
+            out.append(ln[1:])
+    return out
 
 
 def test_the_makefile_objects_are_known_and_the_symbols_are_the_kconfig_ones() -> None:
@@ -51,14 +70,43 @@ def test_the_makefile_objects_are_known_and_the_symbols_are_the_kconfig_ones() -
     assert all(f in carry.FEATURES for needs in carry.OBJECT_NEEDS.values() for f in needs)
 
 
+def feature_patches() -> dict[str, int]:
+    """The number of the patch of kernel/series that adds each feature's text to its header."""
+    out: dict[str, int] = {}
+    for name, f in carry.FEATURES.items():
+        added = [n for n, p in enumerate(PATCHES, 1)
+                 if any(f.found_in({f.header: ln}) for ln in added_lines(p, f.header))]
+        assert added, name
+        out[name] = added[0]
+    return out
+
+
 def test_each_feature_is_added_by_a_patch_of_the_series() -> None:
     """A feature's text is in a line a patch of kernel/series adds to its header."""
-    series = [ln.split("#")[0].strip() for ln in (REPO / "kernel" / "series").read_text().splitlines()]
-    patches = [(REPO / "kernel" / "patches" / name).read_text() for name in series if name]
-    for name, f in carry.FEATURES.items():
-        added = [p for p in patches if f"+++ b/{f.header}\n" in p
-                 and any(ln.startswith("+") and f.found_in({f.header: ln}) for ln in p.splitlines())]
-        assert added, name
+    assert sorted(feature_patches()) == sorted(carry.FEATURES)
+
+
+def test_each_object_needs_the_hooks_it_calls() -> None:
+    """An object that calls a hook of include/linux/cgroup_kunit.h (in its code or the suite's
+    headers it includes, comments aside) needs a feature the same patch or a later one adds:
+    a commit before that patch must not build it (0033's cpuset count, called by the pids
+    suite, left the suite to fail to compile at 0021-0032)."""
+    hooks: dict[str, int] = {}
+    for n, p in enumerate(PATCHES, 1):
+        for ln in added_lines(p, carry.HOOKS_H):
+            m = DECLARED.match(ln)
+            if m:
+                hooks.setdefault(m.group(1) or m.group(2), n)
+    assert hooks["cgroup_create_for_test"] < hooks["cpuset_attach_in_progress_for_test"]
+    added = feature_patches()
+    for src in sorted(SUITE.glob("*.c")):
+        text = src.read_text() + "".join((SUITE / h).read_text()
+                                         for h in LOCAL_INCLUDE.findall(src.read_text())
+                                         if (SUITE / h).is_file())
+        words = set(re.findall(r"\w+", C_COMMENT.sub("", text)))
+        has = max((added[f] for f in carry.OBJECT_NEEDS[f"{src.stem}.o"]), default=0)
+        late = sorted(w for w in words & set(hooks) if hooks[w] > has)
+        assert not late, f"{src.name} calls {late} but needs nothing added at or after them"
 
 
 def test_the_whole_series_carries_nothing() -> None:
@@ -72,18 +120,22 @@ def test_the_base_builds_the_harness_alone() -> None:
     # no suite to backport for; the module's symbol, which the series defines with its hooks
     assert [b.feature for b in plan.backports] == ["module-symbol"]
     assert plan.describe().endswith("; backport module-symbol-before-the-hooks.patch")
-    assert plan.off["CGROUP_MIGRATE_KUNIT_TEST"] == ("cgroup-hooks", "user-victims")
+    assert plan.off["CGROUP_MIGRATE_KUNIT_TEST"] == ("cgroup-hooks", "controller-hooks",
+                                                     "user-victims")
     assert "CONFIG_CGROUP_UCOUNT_KUNIT_TEST=n" in plan.kconfig
 
 
 def test_the_bench_base_builds_the_benchmarks_with_a_backport() -> None:
     plan = carry.plan_for(headers_with(*BENCH_BASE), REPO)
     assert plan.off == {"CGROUP_UCOUNT_KUNIT_TEST": ("escrow-hooks",),
-                        "CGROUP_RSTAT_READER_KUNIT_TEST": ("stat-snapshot",)}
+                        "CGROUP_RSTAT_READER_KUNIT_TEST": ("stat-snapshot",),
+                        "CGROUP_PIDS_KUNIT_TEST": ("cpuset-attach-count",)}
     assert [b.feature for b in plan.backports] == ["charge-limit", "shared-writes"]
     assert plan.describe() == ("CGROUP_UCOUNT_KUNIT_TEST off (it lacks the ucount escrow test "
                                "hooks); CGROUP_RSTAT_READER_KUNIT_TEST off (it lacks the cpu.stat "
-                               "snapshot); backport sigpending-charge-before-limit.patch; "
+                               "snapshot); CGROUP_PIDS_KUNIT_TEST off (it lacks the count of "
+                               "cpuset attaches in progress); "
+                               "backport sigpending-charge-before-limit.patch; "
                                "backport shared-writes-before-the-escrow.patch")
     # without backports (a module built out of tree) the benchmarks are off too
     plain = carry.plan_for(headers_with(*BENCH_BASE), REPO, backports=False)

@@ -44,7 +44,8 @@ MAKEFILE = ("obj-$(CONFIG_CGROUP_KUNIT_TEST) += cgroup_kunit.o\n"
             "hierarchy.o\n")
 UCOUNT_HOOKS = ("bool ucounts_nr_hashed_for_uid(void);\nbool ucounts_escrow_read_for_test(void);\n"
                 "unsigned long ucounts_shared_writes_for_test(void);\n")
-CGROUP_HOOKS = "int cgroup_create_for_test(void);\nenum { CGROUP_FORK_TEST_USER };\n"
+CGROUP_HOOKS = ("int cgroup_create_for_test(void);\nenum { CGROUP_FORK_TEST_USER };\n"
+                "int cgroup_subtree_control_write_for_test(void);\n")
 FIRST_ERROR = "kernel/cgroup/cgroup.c:1:1: error: unknown type name 'BROKEN'"
 LAST_ERROR = "kernel/cgroup/cgroup.c:2:1: error: expected ';' at end of input"
 SAVED_CMD = ('savedcmd_lib/kunit-cgroup/built-in.a := rm -f lib/kunit-cgroup/built-in.a;  printf '
@@ -244,7 +245,8 @@ def test_every_commit_builds_and_passes(tmp_path: Path, monkeypatch: pytest.Monk
         ["harness.c", "oracle_kunit.c", "ucount_kunit.c", "migrate_kunit.c", "victims.c",
          "hierarchy.c"]]
     assert "carrying the suite onto " in err and "CGROUP_MIGRATE_KUNIT_TEST off (it lacks " \
-        "the cgroup test helpers, killable and freezable test tasks)" in err
+        "the cgroup test helpers, controllers enabled from KUnit, killable and freezable " \
+        "test tasks)" in err
     for c in data["commits"]:
         assert c["built"] and c["ok"] and c["status"] == "pass" and c["build_error"] == ""
         assert c["counts"] == counts(PASS_LOG) and c["failed_tests"] == []
