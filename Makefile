@@ -61,6 +61,7 @@ help:
 	@echo "              the oracle checks of those profiles on broken kernels, and the =m build"
 	@echo "make kcsan    the suite on x86_64 QEMU under KCSAN"
 	@echo "make kasan    the suite on x86_64 QEMU under generic KASAN"
+	@echo "make lockdep-x86  the suite on x86_64 QEMU under lockdep (not in make test)"
 	@echo "make check    prove the oracles: deliberately broken kernels must go red"
 	@echo "make module   build the suite as a module (cgroup_kunit.ko)"
 	@echo "make module-run  load and unload cgroup_kunit.ko in a booted x86_64 guest under kmemleak"
@@ -85,6 +86,8 @@ help:
 	@echo "              (not in make test: per commit ~1-2 min build + the suite's run, 4-5 min"
 	@echo "              at full length; KERNEL_ARGS defaults to cgroup_kunit.duration_ms=200)"
 	@echo "make mbox      kernel/series and the suite as one patch set for git am (build/results/mbox)"
+	@echo "make pytest   the driver's own tests alone"
+	@echo "make deps     install the Debian packages the builds need (apt-get, as root)"
 	@echo "make clean    remove build/ (sources, trees, build dirs, results)"
 
 deps:
